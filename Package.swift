@@ -1,0 +1,46 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Kiln",
+    products: [
+        .executable(name: "kiln", targets: ["kiln"]),
+        .library(name: "KilnFormat", targets: ["KilnFormat"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CProtobufC",
+            pkgConfig: "libprotobuf-c",
+            providers: [.apt(["libprotobuf-c-dev"])]
+        ),
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
+        .target(
+            name: "CKilnSpecs",
+            dependencies: ["CProtobufC"]
+        ),
+        .target(
+            name: "KilnFormat",
+            dependencies: ["CKilnSpecs", "CZlib"]
+        ),
+        .executableTarget(
+            name: "kiln",
+            dependencies: ["KilnFormat"]
+        ),
+        .executableTarget(
+            name: "KilnExamples",
+            dependencies: ["KilnFormat", "CKilnSpecs"]
+        ),
+        .testTarget(
+            name: "KilnFormatTests",
+            dependencies: ["KilnFormat", "CKilnSpecs"]
+        ),
+        .testTarget(
+            name: "KilnCLITests",
+            dependencies: ["KilnFormat"]
+        ),
+    ]
+)

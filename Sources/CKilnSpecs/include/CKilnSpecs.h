@@ -1,0 +1,5 @@
+/* Umbrella header for the protobuf-c code generated from the specs directory. */
+#ifndef CKILNSPECS_H
+#define CKILNSPECS_H
+#include "kiln_model.pb-c.h"
+#endif

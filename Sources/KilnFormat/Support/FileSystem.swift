@@ -1,0 +1,178 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The one place Kiln's file-system calls are checked: a failing call throws
+/// a ``PackageError`` naming the file and the operating system's reason.
+enum FileSystem {
+    static func errnoError(_ path: String, _ what: String, _ code: Int32 = errno) -> PackageError {
+        PackageError(path: path, reason: "\(what) failed: \(String(cString: strerror(code)))")
+    }
+
+    /// Whether `path` exists, and whether it is a directory.
+    static func kind(of path: String) -> (exists: Bool, isDirectory: Bool) {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return (false, false) }
+        return (true, (st.st_mode & S_IFMT) == S_IFDIR)
+    }
+
+    /// The whole contents of a (small) file.
+    static func readFile(_ path: String) throws -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw errnoError(path, "open") }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw errnoError(path, "stat") }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw PackageError(path: path, reason: "not a regular file") }
+        var out = [UInt8](repeating: 0, count: Int(st.st_size))
+        var done = 0
+        while done < out.count {
+            let n = out.withUnsafeMutableBytes { read(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw errnoError(path, "read")
+            }
+            if n == 0 { break }
+            done += n
+        }
+        if done < out.count { out.removeLast(out.count - done) }
+        return out
+    }
+
+    /// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename.
+    static func writeAtomically(_ path: String, _ chunks: [UnsafeRawBufferPointer]) throws {
+        let tmp = "\(path).tmp-\(getpid())"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw errnoError(tmp, "create") }
+        var ok = false
+        defer {
+            if !ok { unlink(tmp) }
+        }
+        do {
+            defer { close(fd) }
+            for chunk in chunks {
+                try writeAll(fd, chunk, path: tmp)
+            }
+            guard fsync(fd) == 0 else { throw errnoError(tmp, "fsync") }
+        }
+        guard rename(tmp, path) == 0 else { throw errnoError(path, "rename") }
+        ok = true
+        syncDirectory(containing: path)
+    }
+
+    static func writeAll(_ fd: Int32, _ chunk: UnsafeRawBufferPointer, path: String) throws {
+        var done = 0
+        while done < chunk.count {
+            let n = write(fd, chunk.baseAddress! + done, chunk.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw errnoError(path, "write")
+            }
+            done += n
+        }
+    }
+
+    /// Flushes a directory entry change (best effort).
+    static func syncDirectory(containing path: String) {
+        let dir = parentDirectory(of: path)
+        let fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 {
+            _ = fsync(fd)
+            close(fd)
+        }
+    }
+
+    static func parentDirectory(of path: String) -> String {
+        var p = path
+        while p.count > 1 && p.hasSuffix("/") { p.removeLast() }
+        guard let slash = p.lastIndex(of: "/") else { return "." }
+        let dir = String(p[..<slash])
+        return dir.isEmpty ? "/" : dir
+    }
+
+    static func makeDirectory(_ path: String) throws {
+        guard mkdir(path, 0o755) == 0 else { throw errnoError(path, "mkdir") }
+    }
+
+    /// Removes a file or a directory tree (best effort).
+    static func removeTree(_ path: String) {
+        let k = kind(of: path)
+        guard k.exists else { return }
+        if k.isDirectory, let dir = opendir(path) {
+            var names: [String] = []
+            while let entry = readdir(dir) {
+                let name = withUnsafePointer(to: entry.pointee.d_name) {
+                    $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+                }
+                if name != "." && name != ".." { names.append(name) }
+            }
+            closedir(dir)
+            for n in names { removeTree("\(path)/\(n)") }
+            rmdir(path)
+        } else {
+            unlink(path)
+        }
+    }
+
+    /// Moves a fully written directory `staged` to `path`, replacing what is there.
+    ///
+    /// A reader sees either the old package or the new one at `path`, except for
+    /// the moment between moving the old one aside and moving the new one in.
+    static func replaceDirectory(_ path: String, with staged: String) throws {
+        if kind(of: path).exists {
+            let aside = "\(path).old-\(getpid())"
+            removeTree(aside)
+            guard rename(path, aside) == 0 else { throw errnoError(path, "rename") }
+            guard rename(staged, path) == 0 else {
+                let e = errnoError(path, "rename")
+                _ = rename(aside, path)
+                throw e
+            }
+            removeTree(aside)
+        } else {
+            guard rename(staged, path) == 0 else { throw errnoError(path, "rename") }
+        }
+        syncDirectory(containing: path)
+    }
+}
+
+/// A read-only memory mapping of a whole file, unmapped when released.
+final class MappedFile: @unchecked Sendable {
+    let path: String
+    let base: UnsafeRawPointer?
+    let count: Int
+
+    init(path: String) throws {
+        self.path = path
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileSystem.errnoError(path, "open") }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw FileSystem.errnoError(path, "stat") }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw PackageError(path: path, reason: "not a regular file") }
+        count = Int(st.st_size)
+        if count == 0 {
+            base = nil
+            return
+        }
+        let p = mmap(nil, count, PROT_READ, MAP_PRIVATE, fd, 0)
+        guard let p, p != MAP_FAILED else { throw FileSystem.errnoError(path, "mmap") }
+        base = UnsafeRawPointer(p)
+    }
+
+    deinit {
+        if let base { munmap(UnsafeMutableRawPointer(mutating: base), count) }
+    }
+
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+
+    /// A zero-copy view of `range`, keeping the mapping alive.
+    func storage(_ range: Range<Int>) -> ByteStorage {
+        guard let base else { return ByteStorage([]) }
+        return ByteStorage(borrowing: base + range.lowerBound, count: range.count, owner: self)
+    }
+}
