@@ -31,7 +31,7 @@ build: deps
 
 test: deps
 	$(SWIFT) build $(BUILD_FLAGS)
-	$(SWIFT) test $(BUILD_FLAGS)
+	$(SWIFT) test --disable-swift-testing $(BUILD_FLAGS)
 	$(MAKE) --no-print-directory check-generated
 
 # The main job on the bundled examples.

@@ -76,7 +76,7 @@ enum Validation {
             }
         }
         guard let n = elementCount(fixed), t.dtype.byteCount(elements: n) != nil else {
-            throw PackageError(field: field, reason: "shape \(t.shape.map(\.displayText)) overflows Int (too many elements)")
+            throw PackageError(field: field, reason: "shape [\(t.shape.map(\.displayText).joined(separator: ", "))] overflows Int (too many elements)")
         }
     }
 
@@ -250,6 +250,9 @@ enum Validation {
         guard let def = definedAt[value], def >= user else {
             return PackageError(field: field, reason: "input '\(value)' is not defined")
         }
+        if def == user {
+            return PackageError(field: field, reason: "cycle: op '\(f.operations[user].name)' consumes its own output '\(value)'")
+        }
         // Search from the defining op back through its inputs for `user`.
         var parent: [Int: Int] = [def: -1]
         var stack = [def]
@@ -273,9 +276,6 @@ enum Validation {
                     stack.append(d)
                 }
             }
-        }
-        if def == user {
-            return PackageError(field: field, reason: "cycle: op '\(f.operations[user].name)' consumes its own output '\(value)'")
         }
         return PackageError(field: field, reason: "input '\(value)' is used before its definition by op '\(f.operations[def].name)'")
     }

@@ -35,6 +35,10 @@ public enum PackageReader {
         let bytes = try FileSystem.readFile(manifestPath)
         do {
             let contents = try bytes.withUnsafeBytes { try decodeManifestFile($0) }
+            let file = contents.weightsFile
+            guard !file.isEmpty, !file.contains("/"), file != ".", file != ".." else {
+                throw PackageError(field: "weights_file", reason: "'\(file)' is not a file name inside the package")
+            }
             return (contents, manifestPath)
         } catch let e as PackageError {
             throw e.inFile(manifestPath)
@@ -83,9 +87,6 @@ public enum PackageReader {
                                  weightsPath: String, manifestPath: String, verifyChecksums: Bool,
                                  storage: (Range<Int>) -> ByteStorage) throws -> Model {
         let file = contents.weightsFile
-        guard !file.isEmpty, !file.contains("/"), file != ".", file != ".." else {
-            throw PackageError(path: manifestPath, field: "weights_file", reason: "'\(file)' is not a file name inside the package")
-        }
         guard weights.count == contents.weightsFileSize else {
             throw PackageError(path: weightsPath, reason: "is \(weights.count) bytes, the manifest says \(contents.weightsFileSize) (truncated or replaced)")
         }

@@ -1,0 +1,83 @@
+import XCTest
+@testable import KilnFormat
+
+final class PackageRoundTripTests: XCTestCase {
+    func testWriteThenReadGivesTheSameModel() throws {
+        let dir = try temporaryDirectory(self)
+        let model = try sampleModel()
+        try PackageWriter.write(model, to: "\(dir)/Sample.kiln")
+        let back = try PackageReader.read(at: "\(dir)/Sample.kiln")
+        XCTAssertEqual(back.metadata, model.metadata)
+        XCTAssertEqual(back.functions, model.functions)
+        XCTAssertEqual(back.weights.map(\.name), model.weights.map(\.name))
+        for (a, b) in zip(back.weights, model.weights) {
+            XCTAssertEqual(a.dtype, b.dtype)
+            XCTAssertEqual(a.shape, b.shape)
+            XCTAssertEqual(a.encoding.kindName, b.encoding.kindName)
+            for (x, y) in zip(a.encoding.blobs, b.encoding.blobs) {
+                XCTAssertEqual(x.dtype, y.dtype)
+                XCTAssertEqual(x.shape, y.shape)
+                XCTAssertEqual(Array(x.data.bytes), Array(y.data.bytes), a.name)
+            }
+        }
+        XCTAssertEqual(back.function(named: "main")?.inputs[0].type.description, "float32[batch, ?, 8]")
+        XCTAssertEqual(back.function(named: "main")?.outputs[1].value, "x")
+    }
+
+    func testWritingIsDeterministic() throws {
+        let dir = try temporaryDirectory(self)
+        try PackageWriter.write(try sampleModel(), to: "\(dir)/A.kiln")
+        try PackageWriter.write(try sampleModel(), to: "\(dir)/B.kiln")
+        for file in [PackageFormat.manifestFileName, PackageFormat.weightsFileName] {
+            XCTAssertEqual(try fileBytes("\(dir)/A.kiln/\(file)"), try fileBytes("\(dir)/B.kiln/\(file)"), file)
+        }
+        // Rewriting over an existing package replaces it and leaves no staging files.
+        try PackageWriter.write(try sampleModel(), to: "\(dir)/A.kiln")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir).sorted(), ["A.kiln", "B.kiln"])
+    }
+
+    func testBlobsAreAlignedAndChecksummed() throws {
+        let (contents, blobs) = PackageWriter.layout(try sampleModel())
+        XCTAssertEqual(blobs.count, 6)
+        for (loc, blob) in blobs {
+            XCTAssertEqual(loc.offset % 64, 0)
+            XCTAssertEqual(loc.crc32, crc32(blob.data.bytes))
+        }
+        XCTAssertEqual(contents.weightsFileSize, blobs.last!.0.offset + blobs.last!.0.byteLength)
+    }
+
+    func testMetadataRewriteLeavesWeightsUntouched() throws {
+        let dir = try temporaryDirectory(self)
+        let path = "\(dir)/Sample.kiln"
+        try PackageWriter.write(try sampleModel(), to: path)
+        let weightsPath = "\(path)/\(PackageFormat.weightsFileName)"
+        let before = try fileBytes(weightsPath)
+        let inode = try FileManager.default.attributesOfItem(atPath: weightsPath)[.systemFileNumber] as? Int
+        var meta = try PackageReader.read(at: path).metadata
+        meta.user["team"] = "vision"
+        meta.author = "someone"
+        try PackageWriter.rewriteMetadata(meta, ofPackageAt: path)
+        XCTAssertEqual(try PackageReader.read(at: path).metadata, meta)
+        XCTAssertEqual(try fileBytes(weightsPath), before)
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: weightsPath)[.systemFileNumber] as? Int, inode)
+    }
+
+    func testCommittedExamplesReadAndValidate() throws {
+        let classifier = try PackageReader.read(at: "\(repositoryRoot)/examples/TinyClassifier.kiln")
+        XCTAssertEqual(classifier.functions.map(\.name), ["main"])
+        let linear = classifier.weights.filter { $0.shape.count == 2 }.map(\.elementCount)
+        XCTAssertEqual(linear.count, 3)
+        XCTAssertTrue(linear.contains { $0 > 2048 } && linear.contains { $0 < 2048 })
+        XCTAssertEqual(classifier.operationHistogram.map(\.opType), ["linear", "relu", "softmax"])
+
+        let encoder = try PackageReader.read(at: "\(repositoryRoot)/examples/TinyEncoder.kiln")
+        XCTAssertEqual(encoder.functions.map(\.name), ["embed", "encode"])
+        for f in encoder.functions {
+            XCTAssertEqual(f.inputs[0].type.shape, ["batch", "seq"])
+            XCTAssertTrue(f.operations.contains { $0.opType == "gather" && $0.inputs[0] == "embedding" })
+        }
+        let ops = Set(encoder.operationHistogram.map(\.opType))
+        XCTAssertTrue(ops.isSuperset(of: ["gather", "layer_norm", "matmul", "softmax", "gelu", "linear"]))
+        XCTAssertEqual(encoder.function(named: "encode")?.outputs[0].type.description, "float32[batch, seq, 64]")
+    }
+}
