@@ -2125,7 +2125,7 @@ const ProtobufCMessageDescriptor kiln__model__descriptor =
   (ProtobufCMessageInit) kiln__model__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue kiln__data_type__enum_values_by_number[16] =
+static const ProtobufCEnumValue kiln__data_type__enum_values_by_number[17] =
 {
   { "DATA_TYPE_UNSPECIFIED", "KILN__DATA_TYPE__DATA_TYPE_UNSPECIFIED", 0 },
   { "DATA_TYPE_FLOAT32", "KILN__DATA_TYPE__DATA_TYPE_FLOAT32", 1 },
@@ -2143,16 +2143,18 @@ static const ProtobufCEnumValue kiln__data_type__enum_values_by_number[16] =
   { "DATA_TYPE_UINT3", "KILN__DATA_TYPE__DATA_TYPE_UINT3", 13 },
   { "DATA_TYPE_UINT4", "KILN__DATA_TYPE__DATA_TYPE_UINT4", 14 },
   { "DATA_TYPE_UINT6", "KILN__DATA_TYPE__DATA_TYPE_UINT6", 15 },
+  { "DATA_TYPE_FLOAT64", "KILN__DATA_TYPE__DATA_TYPE_FLOAT64", 16 },
 };
 static const ProtobufCIntRange kiln__data_type__value_ranges[] = {
-{0, 0},{0, 16}
+{0, 0},{0, 17}
 };
-static const ProtobufCEnumValueIndex kiln__data_type__enum_values_by_name[16] =
+static const ProtobufCEnumValueIndex kiln__data_type__enum_values_by_name[17] =
 {
   { "DATA_TYPE_BFLOAT16", 3 },
   { "DATA_TYPE_BOOL", 9 },
   { "DATA_TYPE_FLOAT16", 2 },
   { "DATA_TYPE_FLOAT32", 1 },
+  { "DATA_TYPE_FLOAT64", 16 },
   { "DATA_TYPE_INT16", 6 },
   { "DATA_TYPE_INT32", 5 },
   { "DATA_TYPE_INT4", 10 },
@@ -2173,9 +2175,9 @@ const ProtobufCEnumDescriptor kiln__data_type__descriptor =
   "DataType",
   "Kiln__DataType",
   "kiln",
-  16,
+  17,
   kiln__data_type__enum_values_by_number,
-  16,
+  17,
   kiln__data_type__enum_values_by_name,
   1,
   kiln__data_type__value_ranges,

@@ -5,7 +5,7 @@ enum Examples {
     /// An MLP: 64 features → 128 → 64 → 10 classes, ReLU between, softmax at the end.
     /// `fc1` and `fc2` hold 8192 weights each (above coremltools' default 2048
     /// compression threshold), `fc3` holds 640 (below it).
-    static func tinyClassifier() throws -> Model {
+    static func tinyClassifier() throws -> PortableModel {
         var rng = SeededRandom(seed: 1)
         var b = ModelBuilder(name: "TinyClassifier")
         b.metadata.description = "A three-layer MLP that sorts 64 features into 10 classes."
@@ -35,7 +35,7 @@ enum Examples {
     /// One transformer encoder block over a dynamic sequence length `seq`, with two
     /// functions sharing the token embedding: `embed` (tokens → embeddings) and
     /// `encode` (tokens → contextual hidden states).
-    static func tinyEncoder() throws -> Model {
+    static func tinyEncoder() throws -> PortableModel {
         let (vocab, d, heads, ff) = (256, 64, 2, 128)
         let dh = d / heads
         var rng = SeededRandom(seed: 2)

@@ -59,7 +59,7 @@ enum MalformedCorpus {
 
     /// Writes every case as `DIR/<case>.kiln`, replacing what is there.
     /// - Returns: The case names.
-    static func write(to dir: String, base: Model) throws -> [String] {
+    static func write(to dir: String, base: PortableModel) throws -> [String] {
         let fm = FileManager.default
         try fm.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let valid = "\(dir)/.valid.kiln"

@@ -23,7 +23,7 @@ enum InspectCommand {
         }
     }
 
-    static func name(_ model: Model, path: String) -> String {
+    static func name(_ model: PortableModel, path: String) -> String {
         if !model.metadata.name.isEmpty { return model.metadata.name }
         var base = Substring(path)
         while base.hasSuffix("/") { base = base.dropLast() }
@@ -31,7 +31,7 @@ enum InspectCommand {
         return String(base.hasSuffix(".kiln") ? base.dropLast(5) : base)
     }
 
-    static func text(_ model: Model, path: String, size: Int) -> String {
+    static func text(_ model: PortableModel, path: String, size: Int) -> String {
         let m = model.metadata
         var rows: [(String, String)] = [("path", path)]
         for (label, value) in [("description", m.description), ("author", m.author),
@@ -83,7 +83,7 @@ enum InspectCommand {
         ])
     }
 
-    static func json(_ model: Model, path: String, size: Int) -> JSON {
+    static func json(_ model: PortableModel, path: String, size: Int) -> JSON {
         let m = model.metadata
         func argument(_ a: Argument) -> JSON {
             guard case .object(let t) = json(a.type) else { return .null }

@@ -2,7 +2,7 @@ import XCTest
 @testable import KilnFormat
 
 final class ValidationTests: XCTestCase {
-    private func expectInvalid(_ model: Model, _ fragment: String, file: StaticString = #filePath, line: UInt = #line) {
+    private func expectInvalid(_ model: PortableModel, _ fragment: String, file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertThrowsError(try model.validate(), file: file, line: line) { error in
             XCTAssertTrue(String(describing: error).contains(fragment), "\(error)", file: file, line: line)
         }

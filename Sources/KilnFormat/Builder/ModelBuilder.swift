@@ -85,8 +85,8 @@ public struct ModelBuilder {
     /// The finished, validated model.
     /// - Returns: The model.
     /// - Throws: ``PackageError`` when the model is not well formed.
-    public func build() throws -> Model {
-        let model = Model(metadata: metadata, weights: weights, functions: functions)
+    public func build() throws -> PortableModel {
+        let model = PortableModel(metadata: metadata, weights: weights, functions: functions)
         try model.validate()
         return model
     }

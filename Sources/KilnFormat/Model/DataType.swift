@@ -3,7 +3,7 @@
 /// Sub-byte types (`int4`, `uint1` … `uint6`) only appear as the storage type
 /// of compressed weight blobs; they are packed least-significant bit first.
 public enum DataType: String, Sendable, CaseIterable, Hashable, Codable {
-    case float32, float16, bfloat16
+    case float32, float16, bfloat16, float64
     case int64, int32, int16, int8, uint8, bool
     case int4, uint1, uint2, uint3, uint4, uint6
 
@@ -12,7 +12,7 @@ public enum DataType: String, Sendable, CaseIterable, Hashable, Codable {
         switch self {
         case .float32, .int32: return 32
         case .float16, .bfloat16, .int16: return 16
-        case .int64: return 64
+        case .int64, .float64: return 64
         case .int8, .uint8, .bool: return 8
         case .int4, .uint4: return 4
         case .uint1: return 1
@@ -27,7 +27,7 @@ public enum DataType: String, Sendable, CaseIterable, Hashable, Codable {
 
     /// Whether the type holds floating-point numbers.
     public var isFloatingPoint: Bool {
-        self == .float32 || self == .float16 || self == .bfloat16
+        self == .float32 || self == .float16 || self == .bfloat16 || self == .float64
     }
 
     /// Bytes needed to store `count` elements (sub-byte types packed, rounded up).

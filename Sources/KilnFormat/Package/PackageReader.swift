@@ -12,7 +12,7 @@ public enum PackageReader {
     ///   - verifyChecksums: Whether to check every blob's CRC-32 (default `true`).
     /// - Returns: The model.
     /// - Throws: ``PackageError`` naming the file and the problem.
-    public static func read(at path: String, verifyChecksums: Bool = true) throws -> Model {
+    public static func read(at path: String, verifyChecksums: Bool = true) throws -> PortableModel {
         let (contents, manifestPath) = try readManifest(at: path)
         let weightsPath = "\(path)/\(contents.weightsFile)"
         let weights = try MappedFile(path: weightsPath)
@@ -85,7 +85,7 @@ public enum PackageReader {
     /// Checks every blob against the weights file and builds the validated model.
     package static func assemble(_ contents: ManifestContents, weights: UnsafeRawBufferPointer,
                                  weightsPath: String, manifestPath: String, verifyChecksums: Bool,
-                                 storage: (Range<Int>) -> ByteStorage) throws -> Model {
+                                 storage: (Range<Int>) -> ByteStorage) throws -> PortableModel {
         let file = contents.weightsFile
         guard weights.count == contents.weightsFileSize else {
             throw PackageError(path: weightsPath, reason: "is \(weights.count) bytes, the manifest says \(contents.weightsFileSize) (truncated or replaced)")
@@ -135,7 +135,7 @@ public enum PackageReader {
             }
             modelWeights.append(Weight(name: w.name, dtype: w.dtype, shape: w.shape, encoding: encoding))
         }
-        let model = Model(formatVersion: contents.formatVersion, metadata: contents.metadata,
+        let model = PortableModel(formatVersion: contents.formatVersion, metadata: contents.metadata,
                           computePrecision: contents.computePrecision, weights: modelWeights,
                           functions: contents.functions)
         do {

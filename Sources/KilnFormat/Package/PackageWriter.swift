@@ -10,7 +10,7 @@ public enum PackageWriter {
     ///   - model: The model to write.
     ///   - path: The package directory (conventionally `Name.kiln`).
     /// - Throws: ``PackageError`` when the model is invalid or a file cannot be written.
-    public static func write(_ model: Model, to path: String) throws {
+    public static func write(_ model: PortableModel, to path: String) throws {
         try model.validate()
         let (contents, blobs) = layout(model)
         let staged = "\(path).tmp-\(getpid())"
@@ -52,7 +52,7 @@ public enum PackageWriter {
     /// Places every blob of `model` in the weights file: after the header, in weight
     /// order, each at the next multiple of 64 bytes.
     /// - Returns: The manifest contents and the blobs in file order.
-    package static func layout(_ model: Model) -> (ManifestContents, [(BlobLocation, WeightBlob)]) {
+    package static func layout(_ model: PortableModel) -> (ManifestContents, [(BlobLocation, WeightBlob)]) {
         var offset = PackageFormat.weightsHeaderSize
         var placed: [(BlobLocation, WeightBlob)] = []
         func place(_ b: WeightBlob) -> BlobRecord {

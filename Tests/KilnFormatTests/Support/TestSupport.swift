@@ -22,7 +22,7 @@ func fileBytes(_ path: String) throws -> [UInt8] {
 }
 
 /// A small model exercising every encoding, attribute kind and dim kind.
-func sampleModel() throws -> Model {
+func sampleModel() throws -> PortableModel {
     var b = ModelBuilder(name: "Sample")
     b.metadata.description = "sample"
     b.metadata.user = ["b": "2", "a": "1"]

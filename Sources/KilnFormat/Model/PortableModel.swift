@@ -2,7 +2,7 @@
 ///
 /// This is the in-memory form of a `Name.kiln` package. Read one with
 /// ``PackageReader``, build one with ``ModelBuilder``, write one with ``PackageWriter``.
-public struct Model: Sendable {
+public struct PortableModel: Sendable {
     /// The package format version this model was read from or will be written as.
     public var formatVersion: Int
     /// Descriptive metadata.

@@ -1,5 +1,5 @@
 /// Facts about a model that tools show people: op counts and storage precisions.
-extension Model {
+extension PortableModel {
     /// How many ops of each type all functions hold, most frequent first (ties by name).
     public var operationHistogram: [(opType: String, count: Int)] {
         var counts: [String: Int] = [:]

@@ -1,5 +1,5 @@
 /// Structural checks every model passes before it is used or written.
-extension Model {
+extension PortableModel {
     /// Checks the model is well formed: unique names, valid shapes and encodings,
     /// every value defined once before use, no cycles, ops that fit their schemas.
     /// - Throws: ``PackageError`` naming the field and the problem.
