@@ -6,6 +6,8 @@ let package = Package(
     products: [
         .executable(name: "kiln", targets: ["kiln"]),
         .library(name: "KilnFormat", targets: ["KilnFormat"]),
+        .library(name: "KilnReference", targets: ["KilnReference"]),
+        .library(name: "KilnRuntime", targets: ["KilnRuntime"]),
     ],
     targets: [
         .systemLibrary(
@@ -26,9 +28,17 @@ let package = Package(
             name: "KilnFormat",
             dependencies: ["CKilnSpecs", "CZlib"]
         ),
+        .target(
+            name: "KilnReference",
+            dependencies: ["KilnFormat"]
+        ),
+        .target(
+            name: "KilnRuntime",
+            dependencies: ["KilnReference", "KilnFormat"]
+        ),
         .executableTarget(
             name: "kiln",
-            dependencies: ["KilnFormat"]
+            dependencies: ["KilnRuntime", "KilnReference", "KilnFormat"]
         ),
         .executableTarget(
             name: "KilnExamples",
@@ -37,6 +47,14 @@ let package = Package(
         .testTarget(
             name: "KilnFormatTests",
             dependencies: ["KilnFormat", "CKilnSpecs"]
+        ),
+        .testTarget(
+            name: "KilnReferenceTests",
+            dependencies: ["KilnReference", "KilnFormat"]
+        ),
+        .testTarget(
+            name: "KilnRuntimeTests",
+            dependencies: ["KilnRuntime"]
         ),
         .testTarget(
             name: "KilnCLITests",

@@ -9,9 +9,10 @@ import Glibc
 enum Kiln {
     static let version = "0.1.0"
 
-    static let subcommands: [(CommandSpec, @Sendable (ParsedArguments) throws -> Void)] = [
+    static let subcommands: [(CommandSpec, @Sendable (ParsedArguments) async throws -> Void)] = [
         (InspectCommand.spec, InspectCommand.run),
         (MetaCommand.spec, MetaCommand.run),
+        (RunCommand.spec, RunCommand.run),
     ]
 
     static var helpText: String {
@@ -31,7 +32,7 @@ enum Kiln {
             """
     }
 
-    static func main(_ argv: [String]) -> Int32 {
+    static func main(_ argv: [String]) async -> Int32 {
         guard let first = argv.first else {
             Console.out(helpText)
             return 0
@@ -63,7 +64,7 @@ enum Kiln {
                     Console.out(sub.0.helpText)
                     return 0
                 }
-                try sub.1(args)
+                try await sub.1(args)
                 return 0
             }
         } catch let e as UsageError {
@@ -95,4 +96,4 @@ enum Kiln {
     }
 }
 
-exit(Kiln.main(Array(CommandLine.arguments.dropFirst())))
+exit(await Kiln.main(Array(CommandLine.arguments.dropFirst())))

@@ -41,7 +41,7 @@ final class ValidationTests: XCTestCase {
 
         m = try sampleModel()
         m.functions[0].operations[2].attributes = [:]
-        expectInvalid(m, "required attribute 'shape' is missing")
+        expectInvalid(m, "reshape needs a shape attribute or input")
 
         m = try sampleModel()
         m.functions[0].operations[0].outputs[0].type.dtype = .int32

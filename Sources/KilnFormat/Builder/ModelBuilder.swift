@@ -138,20 +138,32 @@ public struct FunctionBuilder {
     ///   - attributes: Its attributes.
     ///   - name: The op's name; generated from the op type when `nil`.
     ///   - outputNames: Names of its outputs; derived from the op name when `nil`.
+    ///   - outputTypes: Output types, for ops whose types depend on input values.
     /// - Returns: The op's outputs.
     /// - Throws: ``PackageError`` when the op type is unknown or the inputs do not fit it.
     @discardableResult
     public mutating func apply(_ opType: String, _ inputs: [ValueRef?], _ attributes: [String: AttributeValue] = [:],
-                               name: String? = nil, outputNames: [String]? = nil) throws -> [ValueRef] {
+                               name: String? = nil, outputNames: [String]? = nil,
+                               outputTypes: [TensorType]? = nil) throws -> [ValueRef] {
         guard let schema = OpSet.schema(opType) else {
             throw PackageError(field: "function '\(self.name)'", reason: "unknown op type '\(opType)'")
         }
         let opName = name ?? freshName(opType)
-        let types: [TensorType]
+        let field = "function '\(self.name)' op '\(opName)'"
+        let inferred: [TensorType?]
         do {
-            types = try schema.infer(inputs.map { $0?.type }, attributes)
+            inferred = try schema.infer(OpSchema.Context(
+                inputs: inputs.map { $0?.type }, attributes: attributes,
+                outputCount: outputTypes?.count ?? outputNames?.count ?? schema.outputCount.lowerBound))
         } catch let e as OpError {
-            throw PackageError(field: "function '\(self.name)' op '\(opName)'", reason: e.reason)
+            throw PackageError(field: field, reason: e.reason)
+        }
+        let types = try inferred.enumerated().map { i, t -> TensorType in
+            if let given = outputTypes?[i] { return given }
+            guard let t else {
+                throw PackageError(field: field, reason: "output \(i)'s type depends on input values; pass outputTypes")
+            }
+            return t
         }
         let outNames = outputNames ?? (types.count == 1 ? [opName] : types.indices.map { "\(opName):\($0)" })
         let outputs = zip(outNames, types).map { Value(name: $0, type: $1) }
@@ -161,7 +173,7 @@ public struct FunctionBuilder {
         return outputs.map { ValueRef(name: $0.name, type: $0.type) }
     }
 
-    /// Appends a single-output op; see ``apply(_:_:_:name:outputNames:)``.
+    /// Appends a single-output op; see ``apply(_:_:_:name:outputNames:outputTypes:)``.
     public mutating func apply1(_ opType: String, _ inputs: [ValueRef?], _ attributes: [String: AttributeValue] = [:],
                                 name: String? = nil) throws -> ValueRef {
         try apply(opType, inputs, attributes, name: name)[0]

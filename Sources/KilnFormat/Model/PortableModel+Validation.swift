@@ -208,13 +208,17 @@ enum Validation {
                 throw PackageError(field: of, reason: "required attribute '\(key)' is missing")
             }
             // Outputs.
-            guard op.outputs.count == schema.outputCount else {
-                throw PackageError(field: of, reason: "\(op.opType) has \(schema.outputCount) output(s), got \(op.outputs.count)")
+            guard schema.outputCount.contains(op.outputs.count) else {
+                let range = schema.outputCount
+                throw PackageError(field: of, reason: "\(op.opType) has \(range.count == 1 ? "\(range.lowerBound)" : range.upperBound == Int.max ? "\(range.lowerBound) or more" : "\(range.lowerBound)–\(range.upperBound)") output(s), got \(op.outputs.count)")
             }
             do {
-                let inferred = try schema.infer(inputTypes, op.attributes)
-                for (v, t) in zip(op.outputs, inferred) where v.type.dtype != t.dtype || v.type.rank != t.rank {
-                    throw PackageError(field: of, reason: "output '\(v.name)' is declared \(v.type) but the op gives \(t)")
+                let inferred = try schema.infer(OpSchema.Context(inputs: inputTypes, attributes: op.attributes, outputCount: op.outputs.count))
+                for (v, t) in zip(op.outputs, inferred) {
+                    guard let t else { continue }
+                    if v.type.dtype != t.dtype || v.type.rank != t.rank {
+                        throw PackageError(field: of, reason: "output '\(v.name)' is declared \(v.type) but the op gives \(t)")
+                    }
                 }
             } catch let e as OpError {
                 throw PackageError(field: of, reason: e.reason)

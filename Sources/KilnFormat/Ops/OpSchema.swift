@@ -20,8 +20,30 @@ public struct OpSchema: Sendable {
         public var required: Bool
     }
 
-    /// Computes output types from input types (`nil` for absent optional inputs) and attributes.
-    public typealias Inference = @Sendable ([TensorType?], [String: AttributeValue]) throws -> [TensorType]
+    /// What type inference sees of one op.
+    public struct Context: Sendable {
+        /// Input types in order; `nil` for absent optional inputs.
+        public var inputs: [TensorType?]
+        /// The op's attributes.
+        public var attributes: [String: AttributeValue]
+        /// How many outputs the op declares.
+        public var outputCount: Int
+
+        /// Input `i`, which must be present.
+        public func input(_ i: Int) throws -> TensorType {
+            guard i < inputs.count, let t = inputs[i] else { throw OpError("input \(i) is missing") }
+            return t
+        }
+
+        /// Input `i` when present.
+        public func optionalInput(_ i: Int) -> TensorType? {
+            i < inputs.count ? inputs[i] : nil
+        }
+    }
+
+    /// Computes output types; `nil` marks an output whose type cannot be inferred
+    /// without input values (the declared type is then trusted).
+    public typealias Inference = @Sendable (Context) throws -> [TensorType?]
 
     /// The op type.
     public var name: String
@@ -29,8 +51,8 @@ public struct OpSchema: Sendable {
     public var inputs: [Input]
     /// Whether the last input may repeat.
     public var variadic: Bool
-    /// The number of outputs.
-    public var outputCount: Int
+    /// How many outputs the op may have.
+    public var outputCount: ClosedRange<Int>
     /// Attributes by name.
     public var attributes: [String: AttributeSpec]
     /// Output type inference.
@@ -42,11 +64,60 @@ public struct OpSchema: Sendable {
     }
 }
 
-/// Why an op's inputs or attributes do not fit its schema.
+/// Why an op's inputs or attributes do not fit its schema or its kernel.
 public struct OpError: Error, Sendable, CustomStringConvertible {
     /// What is wrong.
     public var reason: String
     /// Creates an error.
     public init(_ reason: String) { self.reason = reason }
     public var description: String { reason }
+}
+
+/// Typed attribute access for type inference and kernels.
+extension Dictionary where Key == String, Value == AttributeValue {
+    /// An int attribute, or `fallback` when absent.
+    public func int(_ name: String, _ fallback: Int) throws -> Int {
+        switch self[name] {
+        case nil: return fallback
+        case .int(let v)?: return v
+        case let v?: throw OpError("attribute '\(name)' must be int, got \(v.kind.rawValue)")
+        }
+    }
+
+    /// A float attribute, or `fallback` when absent.
+    public func float(_ name: String, _ fallback: Double) throws -> Double {
+        switch self[name] {
+        case nil: return fallback
+        case .float(let v)?: return v
+        case .int(let v)?: return Double(v)
+        case let v?: throw OpError("attribute '\(name)' must be float, got \(v.kind.rawValue)")
+        }
+    }
+
+    /// A string attribute, or `fallback` when absent.
+    public func string(_ name: String, _ fallback: String) throws -> String {
+        switch self[name] {
+        case nil: return fallback
+        case .string(let v)?: return v
+        case let v?: throw OpError("attribute '\(name)' must be string, got \(v.kind.rawValue)")
+        }
+    }
+
+    /// An ints attribute, or `nil` when absent.
+    public func ints(_ name: String) throws -> [Int]? {
+        switch self[name] {
+        case nil: return nil
+        case .ints(let v)?: return v
+        case let v?: throw OpError("attribute '\(name)' must be ints, got \(v.kind.rawValue)")
+        }
+    }
+
+    /// A floats attribute, or `nil` when absent.
+    public func floats(_ name: String) throws -> [Double]? {
+        switch self[name] {
+        case nil: return nil
+        case .floats(let v)?: return v
+        case let v?: throw OpError("attribute '\(name)' must be floats, got \(v.kind.rawValue)")
+        }
+    }
 }

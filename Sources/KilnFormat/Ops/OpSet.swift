@@ -1,111 +1,45 @@
-/// The ops the package format knows (specs/ops.md).
+/// The ops the package format knows (specs/ops.md): the registry and shared shape rules.
 public enum OpSet {
     /// Schemas by op type.
     public static let schemas: [String: OpSchema] = {
         var all: [String: OpSchema] = [:]
-        for s in definitions { all[s.name] = s }
+        for s in elementwiseOps + tensorOps + networkOps + reductionOps {
+            precondition(all.updateValue(s, forKey: s.name) == nil, "op \(s.name) defined twice")
+        }
         return all
     }()
 
     /// The schema of `opType`, if the op set has it.
     public static func schema(_ opType: String) -> OpSchema? { schemas[opType] }
 
-    private static func input(_ name: String, optional: Bool = false) -> OpSchema.Input {
-        OpSchema.Input(name: name, optional: optional)
-    }
-
-    private static func attr(_ kind: AttributeKind, required: Bool = false) -> OpSchema.AttributeSpec {
-        OpSchema.AttributeSpec(kind: kind, required: required)
-    }
-
-    private static func binary(_ name: String) -> OpSchema {
-        OpSchema(name: name, inputs: [input("a"), input("b")], variadic: false, outputCount: 1, attributes: [:]) { t, _ in
-            let (a, b) = (try present(t, 0), try present(t, 1))
-            guard a.dtype == b.dtype else { throw OpError("dtypes differ: \(a.dtype.rawValue) and \(b.dtype.rawValue)") }
-            return [TensorType(a.dtype, try broadcast(a.shape, b.shape))]
+    /// Builds a schema. Input names ending in `?` are optional; `attributes` maps names to
+    /// kinds, with a trailing `!` on the name for required ones.
+    static func op(_ name: String, _ inputs: [String], variadic: Bool = false, outputs: ClosedRange<Int> = 1 ... 1,
+                   _ attributes: [String: AttributeKind] = [:], infer: @escaping OpSchema.Inference) -> OpSchema {
+        var specs: [String: OpSchema.AttributeSpec] = [:]
+        for (key, kind) in attributes {
+            let required = key.hasSuffix("!")
+            specs[required ? String(key.dropLast()) : key] = OpSchema.AttributeSpec(kind: kind, required: required)
         }
+        return OpSchema(
+            name: name,
+            inputs: inputs.map { OpSchema.Input(name: $0.hasSuffix("?") ? String($0.dropLast()) : $0, optional: $0.hasSuffix("?")) },
+            variadic: variadic, outputCount: outputs, attributes: specs, infer: infer)
     }
-
-    private static func unary(_ name: String, attributes: [String: OpSchema.AttributeSpec] = [:]) -> OpSchema {
-        OpSchema(name: name, inputs: [input("x")], variadic: false, outputCount: 1, attributes: attributes) { t, _ in
-            [try present(t, 0)]
-        }
-    }
-
-    static let definitions: [OpSchema] = [
-        binary("add"), binary("sub"), binary("mul"), binary("div"),
-        unary("relu"),
-        unary("gelu", attributes: ["approximate": attr(.string)]),
-        OpSchema(name: "softmax", inputs: [input("x")], variadic: false, outputCount: 1,
-                 attributes: ["axis": attr(.int)]) { t, a in
-            let x = try present(t, 0)
-            _ = try axis(a["axis"], default: -1, rank: x.rank)
-            return [x]
-        },
-        OpSchema(name: "layer_norm", inputs: [input("x"), input("scale"), input("bias", optional: true)],
-                 variadic: false, outputCount: 1,
-                 attributes: ["axis": attr(.int), "epsilon": attr(.float)]) { t, a in
-            let x = try present(t, 0)
-            _ = try axis(a["axis"], default: -1, rank: x.rank)
-            return [x]
-        },
-        OpSchema(name: "linear", inputs: [input("x"), input("weight"), input("bias", optional: true)],
-                 variadic: false, outputCount: 1, attributes: [:]) { t, _ in
-            let (x, w) = (try present(t, 0), try present(t, 1))
-            guard w.rank == 2, x.rank >= 1 else { throw OpError("linear needs x of rank ≥ 1 and a rank-2 weight, got \(x) and \(w)") }
-            try requireEqual(x.shape[x.rank - 1], w.shape[1], "x's last dim and weight's dim 1")
-            if let b = t.count > 2 ? t[2] : nil, b.rank != 1 {
-                throw OpError("bias must have rank 1, got \(b)")
-            }
-            return [TensorType(x.dtype, Array(x.shape.dropLast()) + [w.shape[0]])]
-        },
-        OpSchema(name: "matmul", inputs: [input("a"), input("b")], variadic: false, outputCount: 1, attributes: [:]) { t, _ in
-            let (a, b) = (try present(t, 0), try present(t, 1))
-            guard a.rank >= 2, b.rank >= 2 else { throw OpError("matmul operands need rank ≥ 2, got \(a) and \(b)") }
-            try requireEqual(a.shape[a.rank - 1], b.shape[b.rank - 2], "a's last dim and b's second-to-last dim")
-            let batch = try broadcast(Array(a.shape.dropLast(2)), Array(b.shape.dropLast(2)))
-            return [TensorType(a.dtype, batch + [a.shape[a.rank - 2], b.shape[b.rank - 1]])]
-        },
-        OpSchema(name: "gather", inputs: [input("data"), input("indices")], variadic: false, outputCount: 1,
-                 attributes: ["axis": attr(.int)]) { t, a in
-            let (d, i) = (try present(t, 0), try present(t, 1))
-            guard i.dtype == .int64 || i.dtype == .int32 else { throw OpError("indices must be int64 or int32, got \(i.dtype.rawValue)") }
-            let ax = try axis(a["axis"], default: 0, rank: d.rank)
-            return [TensorType(d.dtype, Array(d.shape[..<ax]) + i.shape + Array(d.shape[(ax + 1)...]))]
-        },
-        OpSchema(name: "transpose", inputs: [input("x")], variadic: false, outputCount: 1,
-                 attributes: ["perm": attr(.ints, required: true)]) { t, a in
-            let x = try present(t, 0)
-            guard case .ints(let perm)? = a["perm"], perm.count == x.rank,
-                  Set(perm) == Set(0 ..< x.rank) else {
-                throw OpError("perm must be a permutation of 0..<\(x.rank)")
-            }
-            return [TensorType(x.dtype, perm.map { x.shape[$0] })]
-        },
-        OpSchema(name: "reshape", inputs: [input("x")], variadic: false, outputCount: 1,
-                 attributes: ["shape": attr(.ints, required: true)]) { t, a in
-            let x = try present(t, 0)
-            guard case .ints(let target)? = a["shape"] else { throw OpError("shape is missing") }
-            return [TensorType(x.dtype, try reshape(x.shape, target))]
-        },
-    ]
 
     // MARK: Shape helpers
 
-    static func present(_ t: [TensorType?], _ i: Int) throws -> TensorType {
-        guard i < t.count, let v = t[i] else { throw OpError("input \(i) is missing") }
-        return v
+    /// A possibly negative axis made non-negative, checked against `rank`.
+    public static func normalize(axis a: Int, rank: Int) throws -> Int {
+        let n = a < 0 ? a + rank : a
+        guard n >= 0, n < max(rank, 1) || (rank == 0 && n == 0) else {
+            throw OpError("axis \(a) is out of range for rank \(rank)")
+        }
+        return n
     }
 
-    static func axis(_ value: AttributeValue?, default d: Int, rank: Int) throws -> Int {
-        var a = d
-        if let value {
-            guard case .int(let v) = value else { throw OpError("axis must be an int") }
-            a = v
-        }
-        let n = a < 0 ? a + rank : a
-        guard n >= 0, n < max(rank, 1) else { throw OpError("axis \(a) is out of range for rank \(rank)") }
-        return n
+    static func axis(_ ctx: OpSchema.Context, _ name: String = "axis", default d: Int, rank: Int) throws -> Int {
+        try normalize(axis: try ctx.attributes.int(name, d), rank: rank)
     }
 
     static func requireEqual(_ a: Dimension, _ b: Dimension, _ what: String) throws {
@@ -137,34 +71,56 @@ public enum OpSet {
         return out
     }
 
-    /// Reshape's target shape: 0 copies the input dim, -1 takes what is left.
-    static func reshape(_ input: [Dimension], _ target: [Int]) throws -> [Dimension] {
+    /// Reshape's target shape: 0 copies the input dim (unless `allowZero`), -1 takes what is left.
+    public static func reshape(_ input: [Dimension], _ target: [Int], allowZero: Bool = false) throws -> [Dimension] {
         guard target.filter({ $0 == -1 }).count <= 1 else { throw OpError("shape has more than one -1") }
         var out: [Dimension] = []
         for (i, t) in target.enumerated() {
             switch t {
-            case 0:
+            case 0 where !allowZero:
                 guard i < input.count else { throw OpError("shape[\(i)] = 0 copies a dim the input lacks") }
                 out.append(input[i])
             case -1: out.append(.unknown)
-            case let n where n > 0: out.append(.size(n))
+            case let n where n >= 0: out.append(.size(n))
             default: throw OpError("shape[\(i)] = \(t) is invalid")
             }
         }
+        let known = input.compactMap(\.size)
+        let inputStatic = known.count == input.count
         if let hole = target.firstIndex(of: -1) {
-            let known = input.compactMap(\.size)
             let rest = out.enumerated().filter { $0.offset != hole }.map(\.element.size)
-            if known.count == input.count, !rest.contains(where: { $0 == nil }) {
+            if inputStatic, !rest.contains(where: { $0 == nil }) {
                 guard let total = elementCount(known), let part = elementCount(rest.map { $0! }),
                       part > 0, total % part == 0 else {
-                    throw OpError("cannot reshape \(input.map(\.displayText)) to \(target)")
+                    throw OpError("cannot reshape [\(input.map(\.displayText).joined(separator: ", "))] to \(target)")
                 }
                 out[hole] = .size(total / part)
             }
-        } else if let total = elementCount(input.compactMap(\.size)), input.allSatisfy({ $0.size != nil }),
-                  out.allSatisfy({ $0.size != nil }), elementCount(out.map { $0.size! }) != total {
-            throw OpError("cannot reshape \(input.map(\.displayText)) to \(target)")
+        } else if inputStatic, out.allSatisfy({ $0.size != nil }),
+                  elementCount(known) != elementCount(out.map { $0.size! }) {
+            throw OpError("cannot reshape [\(input.map(\.displayText).joined(separator: ", "))] to \(target)")
         }
         return out
+    }
+
+    /// `n` anonymous dims.
+    static func unknownDims(_ n: Int) -> [Dimension] {
+        [Dimension](repeating: .unknown, count: n)
+    }
+
+    /// The static length of a 1-D parameter tensor (shape, pads, …), when known.
+    static func staticLength(_ t: TensorType?) -> Int? {
+        guard let t, t.rank == 1 else { return nil }
+        return t.shape[0].size
+    }
+
+    /// Product of dims, or an anonymous dim when any is dynamic.
+    static func product(_ dims: ArraySlice<Dimension>) -> Dimension {
+        var p = 1
+        for d in dims {
+            guard let n = d.size else { return .unknown }
+            p *= n
+        }
+        return .size(p)
     }
 }

@@ -190,14 +190,23 @@ public struct NDArray: @unchecked Sendable {
     /// - Returns: What `body` returns.
     public mutating func mutableView<T: NDArrayScalar, R>(as type: T.Type, _ body: (UnsafeMutableBufferPointer<T>) throws -> R) rethrows -> R {
         precondition(T.scalarType == scalarType, "NDArray holds \(scalarType.rawValue), not \(T.scalarType.rawValue)")
+        return try withUnsafeMutableBytes { raw in
+            try body(raw.bindMemory(to: T.self))
+        }
+    }
+
+    /// Runs `body` with write access to the elements' bytes, in C order, copying first
+    /// like ``mutableView(as:_:)`` when the memory is shared or borrowed.
+    /// - Parameter body: Receives the bytes of ``elementCount`` elements.
+    /// - Returns: What `body` returns.
+    public mutating func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
         if !isContiguous || storage.borrowed != nil || !isKnownUniquelyReferenced(&storage) {
             let copy = NDArray(shape: shape, scalarType: scalarType)
             let src = contiguous()
             copy.storage.base.copyMemory(from: src.storage.base + src.offset * elementSize, byteCount: elementCount * elementSize)
             self = copy
         }
-        let p = (storage.base + offset * elementSize).assumingMemoryBound(to: T.self)
-        return try body(UnsafeMutableBufferPointer(start: p, count: elementCount))
+        return try body(UnsafeMutableRawBufferPointer(start: storage.base + offset * elementSize, count: elementCount * elementSize))
     }
 }
 

@@ -1,0 +1,105 @@
+/// Elementwise ops: arithmetic, activations, comparisons, logic, casts.
+extension OpSet {
+    static let floatUnaryNames = [
+        "sqrt", "reciprocal", "exp", "log", "erf", "tanh", "sigmoid", "floor", "ceil", "round", "hard_swish",
+    ]
+    static let numericUnaryNames = ["abs", "neg", "relu", "identity"]
+    static let arithmeticNames = ["add", "sub", "mul", "div"]
+    static let comparisonNames = ["equal", "less", "less_or_equal", "greater", "greater_or_equal"]
+    static let logicalNames = ["and", "or", "xor"]
+    static let variadicNames = ["max", "min", "sum", "mean"]
+
+    static func sameAsInput(_ ctx: OpSchema.Context) throws -> [TensorType?] {
+        [try ctx.input(0)]
+    }
+
+    static func broadcastAll(_ types: [TensorType]) throws -> [Dimension] {
+        try types.dropFirst().reduce(types.first?.shape ?? []) { try broadcast($0, $1.shape) }
+    }
+
+    static func sameDType(_ types: [TensorType]) throws {
+        if let first = types.first, let other = types.first(where: { $0.dtype != first.dtype }) {
+            throw OpError("dtypes differ: \(first.dtype.rawValue) and \(other.dtype.rawValue)")
+        }
+    }
+
+    static func requireFloat(_ t: TensorType, _ op: String) throws {
+        guard t.dtype.isFloatingPoint else { throw OpError("\(op) needs a floating-point input, got \(t.dtype.rawValue)") }
+    }
+
+    static var elementwiseOps: [OpSchema] {
+        var ops: [OpSchema] = []
+        for name in floatUnaryNames {
+            ops.append(op(name, ["x"]) { ctx in
+                try requireFloat(try ctx.input(0), name)
+                return [try ctx.input(0)]
+            })
+        }
+        for name in numericUnaryNames {
+            ops.append(op(name, ["x"], infer: sameAsInput))
+        }
+        ops += [
+            op("leaky_relu", ["x"], ["alpha": .float], infer: sameAsInput),
+            op("hard_sigmoid", ["x"], ["alpha": .float, "beta": .float], infer: sameAsInput),
+            op("gelu", ["x"], ["approximate": .string]) { ctx in
+                let mode = try ctx.attributes.string("approximate", "none")
+                guard mode == "none" || mode == "tanh" else { throw OpError("approximate must be \"none\" or \"tanh\", got \"\(mode)\"") }
+                return [try ctx.input(0)]
+            },
+            op("clip", ["x", "min?", "max?"], ["min": .float, "max": .float], infer: sameAsInput),
+            op("is_nan", ["x"]) { ctx in [TensorType(.bool, try ctx.input(0).shape)] },
+            op("is_inf", ["x"], ["detect_negative": .int, "detect_positive": .int]) { ctx in
+                [TensorType(.bool, try ctx.input(0).shape)]
+            },
+            op("not", ["x"]) { ctx in
+                let x = try ctx.input(0)
+                guard x.dtype == .bool else { throw OpError("not needs bool input, got \(x.dtype.rawValue)") }
+                return [x]
+            },
+            op("cast", ["x"], ["to!": .dtype]) { ctx in
+                guard case .dtype(let to)? = ctx.attributes["to"] else { throw OpError("'to' must be a dtype") }
+                guard !to.isSubByte else { throw OpError("cannot cast to \(to.rawValue)") }
+                return [TensorType(to, try ctx.input(0).shape)]
+            },
+            op("pow", ["x", "exponent"]) { ctx in
+                let (x, e) = (try ctx.input(0), try ctx.input(1))
+                return [TensorType(x.dtype, try broadcast(x.shape, e.shape))]
+            },
+            op("where", ["condition", "x", "y"]) { ctx in
+                let (c, x, y) = (try ctx.input(0), try ctx.input(1), try ctx.input(2))
+                guard c.dtype == .bool else { throw OpError("condition must be bool, got \(c.dtype.rawValue)") }
+                try sameDType([x, y])
+                return [TensorType(x.dtype, try broadcastAll([c, x, y]))]
+            },
+        ]
+        for name in arithmeticNames {
+            ops.append(op(name, ["a", "b"]) { ctx in
+                let (a, b) = (try ctx.input(0), try ctx.input(1))
+                try sameDType([a, b])
+                return [TensorType(a.dtype, try broadcast(a.shape, b.shape))]
+            })
+        }
+        for name in variadicNames {
+            ops.append(op(name, ["x"], variadic: true) { ctx in
+                let all = try ctx.inputs.indices.map { try ctx.input($0) }
+                try sameDType(all)
+                return [TensorType(all[0].dtype, try broadcastAll(all))]
+            })
+        }
+        for name in comparisonNames {
+            ops.append(op(name, ["a", "b"]) { ctx in
+                let (a, b) = (try ctx.input(0), try ctx.input(1))
+                try sameDType([a, b])
+                return [TensorType(.bool, try broadcast(a.shape, b.shape))]
+            })
+        }
+        for name in logicalNames {
+            ops.append(op(name, ["a", "b"]) { ctx in
+                let (a, b) = (try ctx.input(0), try ctx.input(1))
+                guard a.dtype == .bool, b.dtype == .bool else { throw OpError("\(name) needs bool inputs") }
+                return [TensorType(.bool, try broadcast(a.shape, b.shape))]
+            })
+        }
+        return ops
+    }
+}

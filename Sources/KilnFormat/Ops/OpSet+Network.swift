@@ -1,0 +1,253 @@
+/// Linear algebra, convolution, pooling and normalization.
+extension OpSet {
+    /// Spatial attributes of conv and pooling ops, with ONNX defaults filled in.
+    public struct Window: Sendable, Equatable {
+        public var kernel: [Int]
+        public var strides: [Int]
+        public var dilations: [Int]
+        /// Begin pads then end pads, one per spatial dim each.
+        public var pads: [Int]
+        public var autoPad: String
+        public var ceilMode: Bool
+
+        /// Reads the window attributes for `spatial` dims and a kernel.
+        public init(_ a: [String: AttributeValue], kernel: [Int]) throws {
+            let n = kernel.count
+            self.kernel = kernel
+            strides = try a.ints("strides") ?? Array(repeating: 1, count: n)
+            dilations = try a.ints("dilations") ?? Array(repeating: 1, count: n)
+            pads = try a.ints("pads") ?? Array(repeating: 0, count: 2 * n)
+            autoPad = try a.string("auto_pad", "NOTSET")
+            ceilMode = try a.int("ceil_mode", 0) != 0
+            guard strides.count == n, dilations.count == n, pads.count == 2 * n else {
+                throw OpError("strides, dilations and pads must have \(n), \(n) and \(2 * n) entries")
+            }
+            guard strides.allSatisfy({ $0 > 0 }), dilations.allSatisfy({ $0 > 0 }), pads.allSatisfy({ $0 >= 0 }),
+                  kernel.allSatisfy({ $0 > 0 }) else {
+                throw OpError("strides, dilations and kernel sizes must be positive and pads non-negative")
+            }
+            guard ["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"].contains(autoPad) else {
+                throw OpError("unknown auto_pad '\(autoPad)'")
+            }
+        }
+
+        /// Begin and end padding of spatial dim `i` for an input of size `size`.
+        public func padding(_ i: Int, size: Int) -> (Int, Int) {
+            switch autoPad {
+            case "VALID": return (0, 0)
+            case "SAME_UPPER", "SAME_LOWER":
+                let out = (size + strides[i] - 1) / strides[i]
+                let total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - size)
+                return autoPad == "SAME_UPPER" ? (total / 2, total - total / 2) : (total - total / 2, total / 2)
+            default: return (pads[i], pads[i + kernel.count])
+            }
+        }
+
+        /// Output size of spatial dim `i`.
+        public func outputSize(_ i: Int, size: Int) -> Int {
+            let (b, e) = padding(i, size: size)
+            let span = size + b + e - ((kernel[i] - 1) * dilations[i] + 1)
+            if span < 0 { return 0 }
+            var out = (ceilMode ? (span + strides[i] - 1) / strides[i] : span / strides[i]) + 1
+            // With ceil_mode, a window that starts inside the end padding is dropped.
+            if ceilMode, (out - 1) * strides[i] >= size + b { out -= 1 }
+            return out
+        }
+    }
+
+    static func windowOutput(_ x: TensorType, channels: Dimension, window: Window) -> [Dimension] {
+        var dims = [x.shape[0], channels]
+        for i in 0 ..< window.kernel.count {
+            if let n = x.shape[i + 2].size { dims.append(.size(window.outputSize(i, size: n))) } else { dims.append(.unknown) }
+        }
+        return dims
+    }
+
+    static func matmulShape(_ a: TensorType, _ b: TensorType) throws -> [Dimension] {
+        guard a.rank >= 1, b.rank >= 1 else { throw OpError("matmul operands need rank ≥ 1") }
+        let a2 = a.rank == 1 ? [.size(1)] + a.shape : a.shape
+        let b2 = b.rank == 1 ? b.shape + [.size(1)] : b.shape
+        try requireEqual(a2[a2.count - 1], b2[b2.count - 2], "matmul inner dims")
+        var out = try broadcast(Array(a2.dropLast(2)), Array(b2.dropLast(2)))
+        if a.rank > 1 { out.append(a2[a2.count - 2]) }
+        if b.rank > 1 { out.append(b2[b2.count - 1]) }
+        return out
+    }
+
+    static let windowAttributes: [String: AttributeKind] = [
+        "strides": .ints, "pads": .ints, "dilations": .ints, "auto_pad": .string,
+    ]
+
+    static var networkOps: [OpSchema] {
+        [
+            op("matmul", ["a", "b"]) { ctx in
+                let (a, b) = (try ctx.input(0), try ctx.input(1))
+                try sameDType([a, b])
+                return [TensorType(a.dtype, try matmulShape(a, b))]
+            },
+            op("gemm", ["a", "b", "c?"], ["alpha": .float, "beta": .float, "trans_a": .int, "trans_b": .int]) { ctx in
+                let (a, b) = (try ctx.input(0), try ctx.input(1))
+                guard a.rank == 2, b.rank == 2 else { throw OpError("gemm needs rank-2 operands, got \(a) and \(b)") }
+                let ta = try ctx.attributes.int("trans_a", 0) != 0, tb = try ctx.attributes.int("trans_b", 0) != 0
+                try requireEqual(a.shape[ta ? 0 : 1], b.shape[tb ? 1 : 0], "gemm inner dims")
+                return [TensorType(a.dtype, [a.shape[ta ? 1 : 0], b.shape[tb ? 0 : 1]])]
+            },
+            op("linear", ["x", "weight", "bias?"]) { ctx in
+                let (x, w) = (try ctx.input(0), try ctx.input(1))
+                guard w.rank == 2, x.rank >= 1 else { throw OpError("linear needs x of rank ≥ 1 and a rank-2 weight, got \(x) and \(w)") }
+                try requireEqual(x.shape[x.rank - 1], w.shape[1], "x's last dim and weight's dim 1")
+                if let b = ctx.optionalInput(2), b.rank != 1 { throw OpError("bias must have rank 1, got \(b)") }
+                return [TensorType(x.dtype, Array(x.shape.dropLast()) + [w.shape[0]])]
+            },
+            op("einsum", ["x"], variadic: true, ["equation!": .string]) { ctx in
+                let inputs = try ctx.inputs.indices.map { try ctx.input($0) }
+                let eq = try Einsum(try ctx.attributes.string("equation", ""), ranks: inputs.map(\.rank))
+                var sizes: [Character: Dimension] = [:]
+                for (t, labels) in zip(inputs, eq.inputs) {
+                    for (d, l) in zip(t.shape, labels) where sizes[l] == nil || sizes[l] == .size(1) { sizes[l] = d }
+                }
+                return [TensorType(inputs[0].dtype, eq.output.map { sizes[$0] ?? .unknown })]
+            },
+            op("conv", ["x", "weight", "bias?"], windowAttributes.merging(["group": .int, "kernel_shape": .ints]) { a, _ in a }) { ctx in
+                let (x, w) = (try ctx.input(0), try ctx.input(1))
+                guard x.rank >= 3, w.rank == x.rank else { throw OpError("conv needs x [N, C, …] and weight of the same rank, got \(x) and \(w)") }
+                let group = try ctx.attributes.int("group", 1)
+                guard group >= 1 else { throw OpError("group must be ≥ 1") }
+                if let c = x.shape[1].size, let wc = w.shape[1].size, c != wc * group {
+                    throw OpError("input channels \(c) ≠ weight channels \(wc) × group \(group)")
+                }
+                let kernel = try w.shape[2...].map { d -> Int in
+                    guard let k = d.size else { throw OpError("conv kernel must be static") }
+                    return k
+                }
+                let window = try Window(ctx.attributes, kernel: kernel)
+                return [TensorType(x.dtype, windowOutput(x, channels: w.shape[0], window: window))]
+            },
+            op("conv_transpose", ["x", "weight", "bias?"], windowAttributes.merging(
+                ["group": .int, "output_padding": .ints, "output_shape": .ints, "kernel_shape": .ints]) { a, _ in a }) { ctx in
+                let (x, w) = (try ctx.input(0), try ctx.input(1))
+                guard x.rank >= 3, w.rank == x.rank else { throw OpError("conv_transpose needs x [N, C, …] and weight of the same rank") }
+                let group = try ctx.attributes.int("group", 1)
+                let kernel = try w.shape[2...].map { d -> Int in
+                    guard let k = d.size else { throw OpError("conv_transpose kernel must be static") }
+                    return k
+                }
+                let window = try Window(ctx.attributes, kernel: kernel)
+                let outPad = try ctx.attributes.ints("output_padding") ?? Array(repeating: 0, count: kernel.count)
+                let channels: Dimension = w.shape[1].size.map { .size($0 * group) } ?? .unknown
+                var dims = [x.shape[0], channels]
+                if let shape = try ctx.attributes.ints("output_shape") {
+                    dims += shape.suffix(kernel.count).map { .size($0) }
+                } else {
+                    for i in 0 ..< kernel.count {
+                        guard let n = x.shape[i + 2].size else { dims.append(.unknown); continue }
+                        let full = window.strides[i] * (n - 1) + outPad[i] + (kernel[i] - 1) * window.dilations[i] + 1
+                        if window.autoPad == "SAME_UPPER" || window.autoPad == "SAME_LOWER" {
+                            dims.append(.size(n * window.strides[i]))
+                        } else {
+                            dims.append(.size(full - window.pads[i] - window.pads[i + kernel.count]))
+                        }
+                    }
+                }
+                return [TensorType(x.dtype, dims)]
+            },
+            op("max_pool", ["x"], windowAttributes.merging(["kernel_shape!": .ints, "ceil_mode": .int, "storage_order": .int]) { a, _ in a }) { ctx in
+                let x = try ctx.input(0)
+                guard x.rank >= 3 else { throw OpError("max_pool needs x [N, C, …]") }
+                let window = try Window(ctx.attributes, kernel: try ctx.attributes.ints("kernel_shape") ?? [])
+                guard window.kernel.count == x.rank - 2 else { throw OpError("kernel_shape must have \(x.rank - 2) entries") }
+                return [TensorType(x.dtype, windowOutput(x, channels: x.shape[1], window: window))]
+            },
+            op("average_pool", ["x"], windowAttributes.merging(["kernel_shape!": .ints, "ceil_mode": .int, "count_include_pad": .int]) { a, _ in a }) { ctx in
+                let x = try ctx.input(0)
+                guard x.rank >= 3 else { throw OpError("average_pool needs x [N, C, …]") }
+                let window = try Window(ctx.attributes, kernel: try ctx.attributes.ints("kernel_shape") ?? [])
+                guard window.kernel.count == x.rank - 2 else { throw OpError("kernel_shape must have \(x.rank - 2) entries") }
+                return [TensorType(x.dtype, windowOutput(x, channels: x.shape[1], window: window))]
+            },
+            op("global_average_pool", ["x"]) { ctx in
+                let x = try ctx.input(0)
+                guard x.rank >= 3 else { throw OpError("global_average_pool needs x [N, C, …]") }
+                return [TensorType(x.dtype, Array(x.shape[..<2]) + Array(repeating: .size(1), count: x.rank - 2))]
+            },
+            op("global_max_pool", ["x"]) { ctx in
+                let x = try ctx.input(0)
+                guard x.rank >= 3 else { throw OpError("global_max_pool needs x [N, C, …]") }
+                return [TensorType(x.dtype, Array(x.shape[..<2]) + Array(repeating: .size(1), count: x.rank - 2))]
+            },
+            op("batch_norm", ["x", "scale", "bias", "mean", "variance"], ["epsilon": .float]) { ctx in
+                let x = try ctx.input(0)
+                guard x.rank >= 2 else { throw OpError("batch_norm needs x of rank ≥ 2") }
+                return [x]
+            },
+            op("instance_norm", ["x", "scale", "bias"], ["epsilon": .float]) { ctx in
+                let x = try ctx.input(0)
+                guard x.rank >= 3 else { throw OpError("instance_norm needs x of rank ≥ 3") }
+                return [x]
+            },
+            op("layer_norm", ["x", "scale", "bias?"], ["axis": .int, "epsilon": .float]) { ctx in
+                let x = try ctx.input(0)
+                _ = try axis(ctx, default: -1, rank: x.rank)
+                return [x]
+            },
+        ]
+    }
+}
+
+/// A parsed einsum equation such as `bij,bjk->bik` (explicit or implicit output).
+public struct Einsum: Sendable {
+    /// Labels of each input's dims.
+    public var inputs: [[Character]]
+    /// Labels of the output's dims.
+    public var output: [Character]
+
+    /// Parses `equation` for inputs of the given ranks. Ellipses are not supported.
+    public init(_ equation: String, ranks: [Int]) throws {
+        let text = equation.filter { $0 != " " }
+        guard !text.contains(".") else { throw OpError("einsum ellipses ('...') are not supported") }
+        let parts = text.components(separatedBy: "->")
+        guard parts.count <= 2 else { throw OpError("einsum equation '\(equation)' has more than one '->'") }
+        inputs = parts[0].split(separator: ",", omittingEmptySubsequences: false).map { Array($0) }
+        guard inputs.count == ranks.count else {
+            throw OpError("einsum equation '\(equation)' names \(inputs.count) operands, got \(ranks.count)")
+        }
+        for (labels, rank) in zip(inputs, ranks) where labels.count != rank {
+            throw OpError("einsum operand '\(String(labels))' has \(labels.count) labels for rank \(rank)")
+        }
+        let all = inputs.flatMap { $0 }
+        guard all.allSatisfy({ $0.isLetter }) else { throw OpError("einsum labels must be letters") }
+        if parts.count == 2 {
+            output = Array(parts[1])
+            guard output.allSatisfy({ all.contains($0) }), Set(output).count == output.count else {
+                throw OpError("einsum output '\(parts[1])' has unknown or repeated labels")
+            }
+        } else {
+            // Implicit output: labels that appear once, in alphabetical order.
+            output = Set(all).filter { l in all.filter { $0 == l }.count == 1 }.sorted()
+        }
+    }
+}
+
+extension String {
+    func components(separatedBy separator: String) -> [String] {
+        var out: [String] = []
+        var rest = Substring(self)
+        while let r = rest.range(of: separator) {
+            out.append(String(rest[..<r.lowerBound]))
+            rest = rest[r.upperBound...]
+        }
+        out.append(String(rest))
+        return out
+    }
+}
+
+extension Substring {
+    func range(of s: String) -> Range<Index>? {
+        var i = startIndex
+        while i < endIndex {
+            if self[i...].hasPrefix(s) { return i ..< index(i, offsetBy: s.count) }
+            i = index(after: i)
+        }
+        return nil
+    }
+}

@@ -1,0 +1,63 @@
+/// Reductions, normalizing reductions (softmax) and index-producing ops.
+extension OpSet {
+    public static let reduceNames = ["reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_l2"]
+
+    /// Output dims of a reduction over `axes` (all when `nil` and not a no-op).
+    static func reduced(_ x: TensorType, axes: [Int]?, keepDims: Bool) throws -> [Dimension] {
+        let set = Set(try (axes ?? Array(0 ..< x.rank)).map { try normalize(axis: $0, rank: x.rank) })
+        var out: [Dimension] = []
+        for (i, d) in x.shape.enumerated() {
+            if set.contains(i) {
+                if keepDims { out.append(.size(1)) }
+            } else {
+                out.append(d)
+            }
+        }
+        return out
+    }
+
+    static var reductionOps: [OpSchema] {
+        var ops: [OpSchema] = []
+        for name in reduceNames {
+            ops.append(op(name, ["x", "axes?"], ["axes": .ints, "keepdims": .int, "noop_with_empty_axes": .int]) { ctx in
+                let x = try ctx.input(0)
+                let keep = try ctx.attributes.int("keepdims", 1) != 0
+                if let axes = try ctx.attributes.ints("axes") {
+                    if axes.isEmpty, try ctx.attributes.int("noop_with_empty_axes", 0) != 0 { return [x] }
+                    return [TensorType(x.dtype, try reduced(x, axes: axes.isEmpty ? nil : axes, keepDims: keep))]
+                }
+                if ctx.optionalInput(1) != nil {
+                    return [keep ? TensorType(x.dtype, unknownDims(x.rank)) : nil]
+                }
+                if try ctx.attributes.int("noop_with_empty_axes", 0) != 0 { return [x] }
+                return [TensorType(x.dtype, try reduced(x, axes: nil, keepDims: keep))]
+            })
+        }
+        for name in ["argmax", "argmin"] {
+            ops.append(op(name, ["x"], ["axis": .int, "keepdims": .int, "select_last_index": .int]) { ctx in
+                let x = try ctx.input(0)
+                let a = try axis(ctx, default: 0, rank: x.rank)
+                return [TensorType(.int64, try reduced(x, axes: [a], keepDims: try ctx.attributes.int("keepdims", 1) != 0))]
+            })
+        }
+        for name in ["softmax", "log_softmax"] {
+            ops.append(op(name, ["x"], ["axis": .int]) { ctx in
+                let x = try ctx.input(0)
+                try requireFloat(x, name)
+                _ = try axis(ctx, default: -1, rank: x.rank)
+                return [x]
+            })
+        }
+        ops += [
+            op("cumsum", ["x", "axis?"], ["axis": .int, "exclusive": .int, "reverse": .int], infer: sameAsInput),
+            op("top_k", ["x", "k?"], outputs: 2 ... 2, ["k": .int, "axis": .int, "largest": .int, "sorted": .int]) { ctx in
+                let x = try ctx.input(0)
+                let a = try axis(ctx, default: -1, rank: x.rank)
+                var dims = x.shape
+                if let k = ctx.attributes["k"], case .int(let n) = k { dims[a] = .size(n) } else { dims[a] = .unknown }
+                return [TensorType(x.dtype, dims), TensorType(.int64, dims)]
+            },
+        ]
+        return ops
+    }
+}

@@ -1,0 +1,215 @@
+import KilnFormat
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One op, ready to run: attributes are parsed when the plan is made, not per call.
+typealias Kernel = @Sendable ([NDArray?]) throws -> [NDArray]
+
+/// Maps each op type of specs/ops.md to its reference kernel.
+enum KernelTable {
+    static func present(_ inputs: [NDArray?], _ i: Int) throws -> NDArray {
+        guard i < inputs.count, let x = inputs[i] else { throw OpError("input \(i) is missing") }
+        return x
+    }
+
+    /// A parameter given as an ints attribute, or else as an optional input tensor.
+    static func intsParameter(_ op: Operation, _ name: String, input: Int) throws -> @Sendable ([NDArray?]) throws -> [Int]? {
+        let fixed = try op.attributes.ints(name)
+        return { inputs in
+            if let fixed { return fixed }
+            guard input < inputs.count, let t = inputs[input] else { return nil }
+            return try t.intValues()
+        }
+    }
+
+    static func unaryFloat(_ f: @escaping @Sendable (Float) -> Float) -> Kernel {
+        { inputs in
+            let x = try present(inputs, 0)
+            guard x.scalarType == .float32 else { throw OpError("expected float32 input, got \(x.scalarType.rawValue)") }
+            return [Elementwise.mapFloat(x, f)]
+        }
+    }
+
+    // swiftlint:disable:next cyclomatic_complexity function_body_length
+    static func kernel(for op: Operation) throws -> Kernel {
+        let a = op.attributes
+        switch op.opType {
+        // Unary float maps.
+        case "sqrt": return unaryFloat { $0.squareRoot() }
+        case "reciprocal": return unaryFloat { 1 / $0 }
+        case "exp": return unaryFloat { expf($0) }
+        case "log": return unaryFloat { logf($0) }
+        case "erf": return unaryFloat { erff($0) }
+        case "tanh": return unaryFloat { tanhf($0) }
+        case "sigmoid": return unaryFloat(Elementwise.sigmoid)
+        case "floor": return unaryFloat { $0.rounded(.down) }
+        case "ceil": return unaryFloat { $0.rounded(.up) }
+        case "round": return unaryFloat { $0.rounded(.toNearestOrEven) }
+        case "hard_swish": return unaryFloat { $0 * max(0, min(1, $0 / 6 + 0.5)) }
+        case "leaky_relu":
+            let alpha = Float(try a.float("alpha", 0.01))
+            return unaryFloat { $0 >= 0 ? $0 : alpha * $0 }
+        case "hard_sigmoid":
+            let alpha = Float(try a.float("alpha", 0.2)), beta = Float(try a.float("beta", 0.5))
+            return unaryFloat { max(0, min(1, alpha * $0 + beta)) }
+        case "gelu":
+            let tanh = try a.string("approximate", "none") == "tanh"
+            return unaryFloat { Elementwise.gelu($0, tanh: tanh) }
+        case "relu", "abs", "neg":
+            let name = op.opType
+            return { inputs in
+                let x = try present(inputs, 0)
+                switch (name, x.scalarType) {
+                case ("relu", .float32): return [Elementwise.mapFloat(x) { $0 > 0 ? $0 : ($0.isNaN ? $0 : 0) }]
+                case ("abs", .float32): return [Elementwise.mapFloat(x) { abs($0) }]
+                case ("neg", .float32): return [Elementwise.mapFloat(x) { -$0 }]
+                default:
+                    let zero = NDArray(shape: [], scalarType: x.scalarType)
+                    switch name {
+                    case "relu": return [try Elementwise.arithmetic("max", x, zero)]
+                    case "neg": return [try Elementwise.arithmetic("sub", zero, x)]
+                    default: return [try Elementwise.arithmetic("max", x, try Elementwise.arithmetic("sub", zero, x))]
+                    }
+                }
+            }
+        case "identity": return { inputs in [try present(inputs, 0)] }
+        case "is_nan": return { inputs in [try Elementwise.testFloat(try present(inputs, 0)) { $0.isNaN }] }
+        case "is_inf":
+            let neg = try a.int("detect_negative", 1) != 0, pos = try a.int("detect_positive", 1) != 0
+            return { inputs in
+                [try Elementwise.testFloat(try present(inputs, 0)) { $0.isInfinite && ($0 > 0 ? pos : neg) }]
+            }
+        case "not":
+            return { inputs in
+                let x = try present(inputs, 0)
+                guard x.scalarType == .bool else { throw OpError("not needs bool input") }
+                return [NDArray(shape: x.shape, scalars: x.scalars(as: Bool.self).map { !$0 })]
+            }
+        case "cast":
+            guard case .dtype(let to)? = a["to"] else { throw OpError("'to' must be a dtype") }
+            return { inputs in [try Elementwise.cast(try present(inputs, 0), to: to)] }
+        case "clip":
+            let lo = a["min"] != nil ? Float(try a.float("min", 0)) : nil, hi = a["max"] != nil ? Float(try a.float("max", 0)) : nil
+            return { inputs in
+                var x = try present(inputs, 0)
+                if let m = inputs.count > 1 ? inputs[1] : nil { x = try Elementwise.arithmetic("max", x, m) } else if let lo {
+                    x = try Elementwise.arithmetic("max", x, try Elementwise.cast(NDArray(scalar: lo), to: x.scalarType))
+                }
+                if let m = inputs.count > 2 ? inputs[2] : nil { x = try Elementwise.arithmetic("min", x, m) } else if let hi {
+                    x = try Elementwise.arithmetic("min", x, try Elementwise.cast(NDArray(scalar: hi), to: x.scalarType))
+                }
+                return [x]
+            }
+        // Binary and variadic.
+        case "add", "sub", "mul", "div":
+            let name = op.opType
+            return { inputs in [try Elementwise.arithmetic(name, try present(inputs, 0), try present(inputs, 1))] }
+        case "max", "min", "sum", "mean":
+            let name = op.opType
+            return { inputs in
+                var acc = try present(inputs, 0)
+                for i in 1 ..< max(inputs.count, 1) { acc = try Elementwise.arithmetic(name, acc, try present(inputs, i)) }
+                if name == "mean" {
+                    let n = Float(inputs.count)
+                    acc = acc.scalarType == .float32 ? Elementwise.mapFloat(acc) { $0 / n }
+                        : try Elementwise.arithmetic("div", acc, try Elementwise.cast(NDArray(scalar: n), to: acc.scalarType))
+                }
+                return [acc]
+            }
+        case "pow": return { inputs in [try Elementwise.pow(try present(inputs, 0), try present(inputs, 1))] }
+        case "equal", "less", "less_or_equal", "greater", "greater_or_equal":
+            let name = op.opType
+            return { inputs in [try Elementwise.compare(name, try present(inputs, 0), try present(inputs, 1))] }
+        case "and", "or", "xor":
+            let name = op.opType
+            return { inputs in
+                let (x, y) = (try present(inputs, 0), try present(inputs, 1))
+                guard x.scalarType == .bool, y.scalarType == .bool else { throw OpError("\(name) needs bool inputs") }
+                return [try Elementwise.binary(x, y, Bool.self, Bool.self) { p, q in
+                    name == "and" ? p && q : name == "or" ? p || q : p != q
+                }]
+            }
+        case "where":
+            return { inputs in [try Elementwise.select(try present(inputs, 0), try present(inputs, 1), try present(inputs, 2))] }
+        // Linear algebra.
+        case "matmul": return { inputs in [try LinearAlgebra.matmul(try present(inputs, 0), try present(inputs, 1))] }
+        case "gemm":
+            let alpha = Float(try a.float("alpha", 1)), beta = Float(try a.float("beta", 1))
+            let ta = try a.int("trans_a", 0) != 0, tb = try a.int("trans_b", 0) != 0
+            return { inputs in
+                [try LinearAlgebra.gemm(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil,
+                                        alpha: alpha, beta: beta, transA: ta, transB: tb)]
+            }
+        case "linear":
+            return { inputs in [try LinearAlgebra.linear(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil)] }
+        case "einsum":
+            let equation = try a.string("equation", "")
+            return { inputs in [try LinearAlgebra.einsum(equation, try inputs.indices.map { try present(inputs, $0) })] }
+        // Convolution and pooling.
+        case "conv": return { inputs in [try Convolution.conv(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a)] }
+        case "conv_transpose":
+            return { inputs in [try Convolution.convTranspose(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a)] }
+        case "max_pool": return { inputs in [try Convolution.pool(try present(inputs, 0), a, max: true)] }
+        case "average_pool": return { inputs in [try Convolution.pool(try present(inputs, 0), a, max: false)] }
+        case "global_average_pool": return { inputs in [try Convolution.globalPool(try present(inputs, 0), max: false)] }
+        case "global_max_pool": return { inputs in [try Convolution.globalPool(try present(inputs, 0), max: true)] }
+        // Normalization.
+        case "batch_norm":
+            let eps = Float(try a.float("epsilon", 1e-5))
+            return { inputs in
+                [try Reduction.batchNorm(try present(inputs, 0), try present(inputs, 1), try present(inputs, 2),
+                                         try present(inputs, 3), try present(inputs, 4), epsilon: eps)]
+            }
+        case "instance_norm":
+            let eps = Float(try a.float("epsilon", 1e-5))
+            return { inputs in [try Reduction.instanceNorm(try present(inputs, 0), try present(inputs, 1), try present(inputs, 2), epsilon: eps)] }
+        case "layer_norm":
+            let eps = Float(try a.float("epsilon", 1e-5)), axis = try a.int("axis", -1)
+            return { inputs in
+                let x = try present(inputs, 0)
+                return [try Reduction.layerNorm(x, try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil,
+                                                axis: try OpSet.normalize(axis: axis, rank: x.rank), epsilon: eps)]
+            }
+        case "softmax", "log_softmax":
+            let axis = try a.int("axis", -1), log = op.opType == "log_softmax"
+            return { inputs in
+                let x = try present(inputs, 0)
+                return [try Reduction.softmax(x, axis: try OpSet.normalize(axis: axis, rank: x.rank), log: log)]
+            }
+        // Reductions.
+        case _ where OpSet.reduceNames.contains(op.opType):
+            let name = op.opType, keep = try a.int("keepdims", 1) != 0, noop = try a.int("noop_with_empty_axes", 0) != 0
+            let axes = try intsParameter(op, "axes", input: 1)
+            return { inputs in [try Reduction.reduceOp(name, try present(inputs, 0), axes: try axes(inputs), keepDims: keep, noopWithEmpty: noop)] }
+        case "argmax", "argmin":
+            let axis = try a.int("axis", 0), keep = try a.int("keepdims", 1) != 0, last = try a.int("select_last_index", 0) != 0
+            let isMax = op.opType == "argmax"
+            return { inputs in
+                let x = try present(inputs, 0)
+                return [try Reduction.argExtreme(x, axis: try OpSet.normalize(axis: axis, rank: x.rank), keepDims: keep, max: isMax, last: last)]
+            }
+        case "cumsum":
+            let exclusive = try a.int("exclusive", 0) != 0, reverse = try a.int("reverse", 0) != 0
+            let axis = try intsParameter(op, "axis", input: 1)
+            let fixed = a["axis"] != nil ? try a.int("axis", 0) : nil
+            return { inputs in
+                let x = try present(inputs, 0)
+                guard let ax = try fixed ?? axis(inputs)?.first else { throw OpError("cumsum needs an axis") }
+                return [try Reduction.cumsum(x, axis: try OpSet.normalize(axis: ax, rank: x.rank), exclusive: exclusive, reverse: reverse)]
+            }
+        case "top_k":
+            let axis = try a.int("axis", -1), largest = try a.int("largest", 1) != 0
+            let fixed = a["k"] != nil ? try a.int("k", 0) : nil
+            return { inputs in
+                let x = try present(inputs, 0)
+                guard let k = try fixed ?? inputs.dropFirst().first??.intValues().first else { throw OpError("top_k needs k") }
+                let (v, i) = try Reduction.topK(x, k: k, axis: try OpSet.normalize(axis: axis, rank: x.rank), largest: largest)
+                return [v, i]
+            }
+        default:
+            return try MovementKernels.kernel(for: op)
+        }
+    }
+}

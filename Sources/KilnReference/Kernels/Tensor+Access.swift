@@ -1,0 +1,131 @@
+import KilnFormat
+
+/// Element access helpers the reference kernels share.
+extension NDArray {
+    /// A new contiguous array filled by `body`.
+    static func make<T: NDArrayScalar>(_ shape: [Int], _: T.Type, _ body: (UnsafeMutableBufferPointer<T>) throws -> Void) rethrows -> NDArray {
+        var out = NDArray(shape: shape, scalarType: T.scalarType)
+        try out.mutableView(as: T.self, body)
+        return out
+    }
+
+    /// Float32 elements; the interpreter keeps every value contiguous, and the caller
+    /// keeps the array alive while it uses the pointer.
+    var f32: UnsafeBufferPointer<Float> { contiguousElements(as: Float.self)! }
+
+    /// The elements as `Int`s (int64, int32, int16, int8, uint8 or bool arrays).
+    func intValues() throws -> [Int] {
+        let c = contiguous()
+        switch scalarType {
+        case .int64: return c.contiguousElements(as: Int64.self)!.map { Int($0) }
+        case .int32: return c.contiguousElements(as: Int32.self)!.map { Int($0) }
+        case .int16: return c.contiguousElements(as: Int16.self)!.map { Int($0) }
+        case .int8: return c.contiguousElements(as: Int8.self)!.map { Int($0) }
+        case .uint8: return c.contiguousElements(as: UInt8.self)!.map { Int($0) }
+        case .bool: return c.contiguousElements(as: Bool.self)!.map { $0 ? 1 : 0 }
+        case .float32: return try c.contiguousElements(as: Float.self)!.map {
+            guard let v = Int(exactly: $0.rounded(.towardZero)) else { throw OpError("value \($0) is not an integer") }
+            return v
+        }
+        default: throw OpError("expected an integer tensor, got \(scalarType.rawValue)")
+        }
+    }
+
+    /// The elements as `Double`s (any numeric array).
+    func doubleValues() throws -> [Double] {
+        let c = contiguous()
+        switch scalarType {
+        case .float32: return c.contiguousElements(as: Float.self)!.map { Double($0) }
+        case .float64: return Array(c.contiguousElements(as: Double.self)!)
+        default: return try intValues().map { Double($0) }
+        }
+    }
+
+    /// An int64 array of `values`.
+    static func int64(_ values: [Int], shape: [Int]? = nil) -> NDArray {
+        NDArray(shape: shape ?? [values.count], scalars: values.map { Int64($0) })
+    }
+}
+
+/// Row-major strides of a shape.
+func stridesOf(_ shape: [Int]) -> [Int] {
+    var s = [Int](repeating: 1, count: shape.count)
+    var acc = 1
+    for i in shape.indices.reversed() {
+        s[i] = acc
+        acc *= shape[i]
+    }
+    return s
+}
+
+/// Copies elements by source index: `out[i] = src[indices[i]]`, for any element type.
+func gatherFlat(_ src: NDArray, _ indices: [Int], shape: [Int]) -> NDArray {
+    let x = src.contiguous()
+    var out = NDArray(shape: shape, scalarType: src.scalarType)
+    let size = src.elementSize
+    let from = x.contiguousElements!.baseAddress!
+    out.withUnsafeMutableBytes { dst in
+        let d = dst.baseAddress!
+        switch size {
+        case 4:
+            let (s, t) = (from.assumingMemoryBound(to: UInt32.self), d.assumingMemoryBound(to: UInt32.self))
+            for (i, j) in indices.enumerated() { t[i] = s[j] }
+        case 8:
+            let (s, t) = (from.assumingMemoryBound(to: UInt64.self), d.assumingMemoryBound(to: UInt64.self))
+            for (i, j) in indices.enumerated() { t[i] = s[j] }
+        case 1:
+            let (s, t) = (from.assumingMemoryBound(to: UInt8.self), d.assumingMemoryBound(to: UInt8.self))
+            for (i, j) in indices.enumerated() { t[i] = s[j] }
+        default:
+            for (i, j) in indices.enumerated() { (d + i * size).copyMemory(from: from + j * size, byteCount: size) }
+        }
+    }
+    return out
+}
+
+/// Visits every index of `shape` in C order, giving the flat offset into each of
+/// `strides` (one stride list per operand, 0 where an operand broadcasts).
+func forEachIndex(_ shape: [Int], _ strides: [[Int]], _ body: (Int, [Int]) -> Void) {
+    let n = shape.reduce(1, *)
+    guard n > 0 else { return }
+    let rank = shape.count
+    var index = [Int](repeating: 0, count: rank)
+    var offsets = [Int](repeating: 0, count: strides.count)
+    for flat in 0 ..< n {
+        body(flat, offsets)
+        var d = rank - 1
+        while d >= 0 {
+            index[d] += 1
+            for k in offsets.indices { offsets[k] += strides[k][d] }
+            if index[d] < shape[d] { break }
+            for k in offsets.indices { offsets[k] -= strides[k][d] * shape[d] }
+            index[d] = 0
+            d -= 1
+        }
+    }
+}
+
+/// Strides of `shape` broadcast to `outShape` (0 on broadcast dims).
+func broadcastStrides(_ shape: [Int], to outShape: [Int]) -> [Int] {
+    let own = stridesOf(shape)
+    let pad = outShape.count - shape.count
+    return outShape.indices.map { i in
+        i < pad ? 0 : (shape[i - pad] == 1 && outShape[i] != 1 ? 0 : own[i - pad])
+    }
+}
+
+/// NumPy broadcast of fixed shapes.
+func broadcastShapes(_ shapes: [[Int]]) throws -> [Int] {
+    let rank = shapes.map(\.count).max() ?? 0
+    var out = [Int](repeating: 1, count: rank)
+    for s in shapes {
+        let pad = rank - s.count
+        for (i, d) in s.enumerated() {
+            let o = out[i + pad]
+            if o == 1 { out[i + pad] = d } else if d != 1 && d != o {
+                throw OpError("shapes \(shapes.map { "\($0)" }.joined(separator: " and ")) cannot broadcast")
+            }
+        }
+    }
+    return out
+}

@@ -1,0 +1,161 @@
+import KilnFormat
+
+/// A plain, obviously-correct interpreter of one function of a portable model: the
+/// oracle the compiler is tested against, and `kiln run --reference`.
+///
+/// The plan is made once: value names become slot numbers, attributes are parsed into
+/// kernels, weights are decoded, and each value is released after its last use.
+/// A run only moves arrays between slots. Runs on one interpreter may overlap.
+public final class ReferenceInterpreter: Sendable {
+    struct Step: Sendable {
+        var op: String
+        var kernel: Kernel
+        var inputs: [Int]
+        var outputs: [Int]
+        var declared: [TensorType]
+        var release: [Int]
+    }
+
+    /// The function this interpreter runs.
+    public let function: Function
+    private let steps: [Step]
+    private let slotCount: Int
+    private let constants: [(Int, NDArray)]
+    private let inputSlots: [Int]
+    private let outputSlots: [Int]
+
+    /// Plans `function` of `model`.
+    /// - Parameters:
+    ///   - model: A validated portable model.
+    ///   - name: The function to run.
+    /// - Throws: ``InferenceError`` when the function is absent or an op has no kernel.
+    public init(model: PortableModel, function name: String) throws {
+        guard let f = model.function(named: name) else {
+            throw InferenceError(function: name, reason: "no such function; the model has \(model.functions.map { "'\($0.name)'" }.joined(separator: ", "))")
+        }
+        function = f
+        var slots: [String: Int] = [:]
+        func slot(_ value: String) -> Int {
+            if let s = slots[value] { return s }
+            slots[value] = slots.count
+            return slots.count - 1
+        }
+        inputSlots = f.inputs.map { slot($0.name) }
+        // Weights this function uses, decoded once.
+        let weights = Dictionary(model.weights.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        var constants: [(Int, NDArray)] = []
+        var lastUse: [Int: Int] = [:]
+        var planned: [Step] = []
+        for (i, op) in f.operations.enumerated() {
+            var inputs: [Int] = []
+            for v in op.inputs {
+                if v.isEmpty { inputs.append(-1); continue }
+                if slots[v] == nil, let w = weights[v] {
+                    do {
+                        constants.append((slot(v), try Weights.decode(w)))
+                    } catch let e as OpError {
+                        throw InferenceError(function: name, op: op.name, reason: "weight '\(v)': \(e.reason)")
+                    }
+                }
+                let s = slot(v)
+                inputs.append(s)
+                lastUse[s] = i
+            }
+            let kernel: Kernel
+            do {
+                kernel = try KernelTable.kernel(for: op)
+            } catch let e as OpError {
+                throw InferenceError(function: name, op: op.name, reason: e.reason)
+            }
+            planned.append(Step(op: op.name, kernel: kernel, inputs: inputs, outputs: op.outputs.map { slot($0.name) },
+                                declared: op.outputs.map(\.type), release: []))
+        }
+        var outputSlots: [Int] = []
+        for out in f.outputs {
+            if slots[out.value] == nil, let w = weights[out.value] {
+                constants.append((slot(out.value), try Weights.decode(w)))
+            }
+            outputSlots.append(slot(out.value))
+        }
+        // Release each value after its last use, unless it is returned or constant.
+        let kept = Set(outputSlots).union(constants.map(\.0))
+        for (s, i) in lastUse where !kept.contains(s) { planned[i].release.append(s) }
+        self.outputSlots = outputSlots
+        self.constants = constants
+        steps = planned
+        slotCount = slots.count
+    }
+
+    /// Runs the function.
+    /// - Parameter inputs: Arrays by input name, matching the function's signature.
+    /// - Returns: Arrays by output name.
+    /// - Throws: ``InferenceError`` naming the input or op that failed.
+    public func run(_ inputs: [String: NDArray]) throws -> [String: NDArray] {
+        let symbols = try function.bind(inputs)
+        var values = [NDArray?](repeating: nil, count: slotCount)
+        for (s, v) in constants { values[s] = v }
+        for (arg, s) in zip(function.inputs, inputSlots) {
+            values[s] = try Weights.widened(inputs[arg.name]!.contiguous())
+        }
+        for step in steps {
+            let args = step.inputs.map { $0 < 0 ? nil : values[$0] }
+            let results: [NDArray]
+            do {
+                results = try step.kernel(args)
+            } catch let e as OpError {
+                throw InferenceError(function: function.name, op: step.op, reason: e.reason)
+            }
+            guard results.count == step.outputs.count else {
+                throw InferenceError(function: function.name, op: step.op, reason: "produced \(results.count) outputs, declared \(step.outputs.count)")
+            }
+            for (k, r) in results.enumerated() {
+                try check(r, against: step.declared[k], symbols: symbols, op: step.op)
+                values[step.outputs[k]] = r
+            }
+            for s in step.release { values[s] = nil }
+        }
+        var out: [String: NDArray] = [:]
+        for (arg, s) in zip(function.outputs, outputSlots) {
+            guard let v = values[s] else {
+                throw InferenceError(function: function.name, reason: "output '\(arg.name)' was not computed")
+            }
+            out[arg.name] = try narrowed(v, to: arg.type.dtype)
+        }
+        return out
+    }
+
+    /// Checks a result against its declared type: rank, fixed dims, and symbols bound by the inputs.
+    private func check(_ x: NDArray, against t: TensorType, symbols: [String: Int], op: String) throws {
+        let sameKind = x.scalarType == t.dtype || (x.scalarType == .float32 && t.dtype.isFloatingPoint)
+        var ok = sameKind && x.rank == t.rank
+        if ok {
+            for (d, n) in zip(t.shape, x.shape) {
+                switch d {
+                case .size(let s) where s != n: ok = false
+                case .symbol(let s) where symbols[s].map({ $0 != n }) ?? false: ok = false
+                default: break
+                }
+            }
+        }
+        guard ok else {
+            throw InferenceError(function: function.name, op: op, reason: "produced \(x.scalarType.rawValue)\(x.shape) but declares \(t)")
+        }
+    }
+
+    /// Float results in the declared float type (values are held as float32 inside).
+    private func narrowed(_ x: NDArray, to dtype: DataType) throws -> NDArray {
+        guard x.scalarType == .float32, dtype != .float32, dtype.isFloatingPoint else { return x }
+        let p = x.f32
+        switch dtype {
+        case .float16: return NDArray(shape: x.shape, scalars: p.map { Float16($0) })
+        case .float64: return NDArray(shape: x.shape, scalars: p.map { Double($0) })
+        default:
+            var out = NDArray(shape: x.shape, scalarType: .bfloat16)
+            out.withUnsafeMutableBytes { raw in
+                let q = raw.bindMemory(to: UInt16.self)
+                for i in 0 ..< p.count { q[i] = Precision.floatToBFloat16(p[i]) }
+            }
+            return out
+        }
+    }
+}
