@@ -15,6 +15,13 @@ extension OpSet {
         }
     }
 
+    /// Flatten's split point: `axis` in `-rank ... rank`, negative counting from the end.
+    public static func flattenAxis(_ axis: Int, rank: Int) throws -> Int {
+        let a = axis < 0 ? axis + rank : axis
+        guard a >= 0, a <= rank else { throw OpError("axis \(axis) is out of range for flatten of rank \(rank)") }
+        return a
+    }
+
     static var tensorOps: [OpSchema] {
         [
             op("constant", [], ["value!": .tensor]) { ctx in
@@ -42,7 +49,7 @@ extension OpSet {
             },
             op("flatten", ["x"], ["axis": .int]) { ctx in
                 let x = try ctx.input(0)
-                let a = try normalize(axis: try ctx.attributes.int("axis", 1), rank: x.rank + 1)
+                let a = try flattenAxis(try ctx.attributes.int("axis", 1), rank: x.rank)
                 return [TensorType(x.dtype, [product(x.shape[..<a]), product(x.shape[a...])])]
             },
             op("squeeze", ["x", "axes?"], ["axes": .ints]) { ctx in

@@ -103,6 +103,7 @@ public struct NDArray: @unchecked Sendable {
 
     /// Whether elements lie in C order without gaps.
     public var isContiguous: Bool {
+        if shape.contains(0) { return true }
         var expected = 1
         for i in shape.indices.reversed() where shape[i] != 1 {
             if strides[i] != expected { return false }

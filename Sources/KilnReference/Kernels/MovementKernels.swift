@@ -28,7 +28,7 @@ enum MovementKernels {
             let axis = try a.int("axis", 1)
             return { inputs in
                 let x = try present(inputs, 0)
-                let ax = try OpSet.normalize(axis: axis, rank: x.rank + 1)
+                let ax = try OpSet.flattenAxis(axis, rank: x.rank)
                 return [x.reshaped([x.shape[..<ax].reduce(1, *), x.shape[ax...].reduce(1, *)])]
             }
         case "squeeze":

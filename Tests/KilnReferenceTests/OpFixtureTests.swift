@@ -1,0 +1,154 @@
+import Foundation
+import KilnFormat
+import KilnReference
+import XCTest
+
+/// Runs every one-op case of Tests/Fixtures/ops/cases.json (expected values computed by
+/// onnxruntime running the equivalent ONNX operator; see tools/make_op_fixtures.py)
+/// through the reference interpreter.
+final class OpFixtureTests: XCTestCase {
+    static let root: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0 ..< 3 { url.deleteLastPathComponent() }
+        return url.path
+    }()
+
+    struct Case {
+        var name: String
+        var op: String
+        var attributes: [String: AttributeValue]
+        var inputs: [NDArray?]
+        var outputs: [NDArray]
+        var tolerance: Double
+    }
+
+    static func number(_ v: Any) -> Double {
+        if let s = v as? String { return s == "nan" ? .nan : s == "inf" ? .infinity : -.infinity }
+        if let b = v as? Bool { return b ? 1 : 0 }
+        return (v as! NSNumber).doubleValue
+    }
+
+    static func array(_ json: [String: Any]) -> NDArray {
+        let dtype = DataType(rawValue: json["dtype"] as! String)!
+        let shape = json["shape"] as! [Int]
+        let data = json["data"] as! [Any]
+        switch dtype {
+        case .float32: return NDArray(shape: shape, scalars: data.map { Float(number($0)) })
+        case .float16: return NDArray(shape: shape, scalars: data.map { Float16(Float(number($0))) })
+        case .float64: return NDArray(shape: shape, scalars: data.map { number($0) })
+        case .int64: return NDArray(shape: shape, scalars: data.map { Int64(($0 as! NSNumber).int64Value) })
+        case .int32: return NDArray(shape: shape, scalars: data.map { Int32(($0 as! NSNumber).int32Value) })
+        case .int16: return NDArray(shape: shape, scalars: data.map { Int16(($0 as! NSNumber).int16Value) })
+        case .int8: return NDArray(shape: shape, scalars: data.map { Int8(($0 as! NSNumber).int8Value) })
+        case .uint8: return NDArray(shape: shape, scalars: data.map { UInt8(($0 as! NSNumber).uint8Value) })
+        case .bool: return NDArray(shape: shape, scalars: data.map { ($0 as! NSNumber).boolValue })
+        default: fatalError("unsupported fixture dtype \(dtype)")
+        }
+    }
+
+    static func attribute(_ json: [String: Any]) -> AttributeValue {
+        let (kind, value) = json.first!
+        switch kind {
+        case "int": return .int((value as! NSNumber).intValue)
+        case "float": return .float(number(value))
+        case "string": return .string(value as! String)
+        case "ints": return .ints((value as! [NSNumber]).map(\.intValue))
+        case "floats": return .floats((value as! [Any]).map(number))
+        case "dtype": return .dtype(DataType(rawValue: value as! String)!)
+        default:
+            let t = array(value as! [String: Any])
+            let bytes = Array(t.contiguousElements!)
+            return .tensor(TensorLiteral(dtype: t.scalarType, shape: t.shape, bytes: bytes))
+        }
+    }
+
+    static let cases: [Case] = {
+        let data = try! Data(contentsOf: URL(fileURLWithPath: "\(root)/Tests/Fixtures/ops/cases.json"))
+        let json = try! JSONSerialization.jsonObject(with: data) as! [String: Any]
+        return (json["cases"] as! [[String: Any]]).map { c in
+            Case(name: c["name"] as! String, op: c["op"] as! String,
+                 attributes: (c["attributes"] as! [String: [String: Any]]).mapValues(attribute),
+                 inputs: (c["inputs"] as! [Any]).map { ($0 as? [String: Any]).map(array) },
+                 outputs: (c["outputs"] as! [[String: Any]]).map(array),
+                 tolerance: (c["tolerance"] as! NSNumber).doubleValue)
+        }
+    }()
+
+    /// A one-op model: every present input is a function input with its exact shape;
+    /// outputs are declared with the expected dtype and shape.
+    static func model(for c: Case) throws -> PortableModel {
+        var inputs: [Argument] = []
+        var names: [String] = []
+        for (i, x) in c.inputs.enumerated() {
+            guard let x else { names.append(""); continue }
+            inputs.append(Argument(name: "in\(i)", type: TensorType(x.scalarType, x.shape.map { .size($0) })))
+            names.append("in\(i)")
+        }
+        let outputs = c.outputs.enumerated().map { Value(name: "out\($0.offset)", type: TensorType($0.element.scalarType, $0.element.shape.map { .size($0) })) }
+        let op = Operation(opType: c.op, name: c.name, inputs: names, outputs: outputs, attributes: c.attributes)
+        let f = Function(name: "main", inputs: inputs, outputs: outputs.map { Argument(name: $0.name, type: $0.type) }, operations: [op])
+        let model = PortableModel(metadata: Metadata(name: c.name), weights: [], functions: [f])
+        try model.validate()
+        return model
+    }
+
+    /// Largest |got − want| relative to max(1, |want|), or an exact mismatch message.
+    static func compare(_ got: NDArray, _ want: NDArray, tolerance: Double) -> String? {
+        guard got.shape == want.shape else { return "shape \(got.shape), expected \(want.shape)" }
+        let w = want.scalarType == .float16 ? DataType.float32 : want.scalarType
+        guard got.scalarType == want.scalarType || (got.scalarType == .float16 && w == .float32) else {
+            return "dtype \(got.scalarType.rawValue), expected \(want.scalarType.rawValue)"
+        }
+        func doubles(_ x: NDArray) -> [Double] {
+            switch x.scalarType {
+            case .float32: return x.scalars(as: Float.self).map(Double.init)
+            case .float16: return x.scalars(as: Float16.self).map { Double(Float($0)) }
+            case .float64: return x.scalars(as: Double.self)
+            case .int64: return x.scalars(as: Int64.self).map(Double.init)
+            case .int32: return x.scalars(as: Int32.self).map(Double.init)
+            case .int16: return x.scalars(as: Int16.self).map(Double.init)
+            case .int8: return x.scalars(as: Int8.self).map(Double.init)
+            case .uint8: return x.scalars(as: UInt8.self).map(Double.init)
+            case .bool: return x.scalars(as: Bool.self).map { $0 ? 1 : 0 }
+            default: return []
+            }
+        }
+        let (g, e) = (doubles(got), doubles(want))
+        let exact = !want.scalarType.isFloatingPoint
+        for i in g.indices {
+            if g[i].isNaN && e[i].isNaN { continue }
+            if g[i] == e[i] { continue }
+            if exact || abs(g[i] - e[i]) > tolerance * max(1, abs(e[i])) {
+                return "element \(i): got \(g[i]), expected \(e[i])"
+            }
+        }
+        return nil
+    }
+
+    func testEveryCaseMatchesOnnxRuntime() throws {
+        XCTAssertGreaterThan(Self.cases.count, 250)
+        for c in Self.cases {
+            if ProcessInfo.processInfo.environment["KILN_TRACE_CASES"] != nil { FileHandle.standardError.write(Data("case \(c.name)\n".utf8)) }
+            do {
+                let model = try Self.model(for: c)
+                let interpreter = try ReferenceInterpreter(model: model, function: "main")
+                var feeds: [String: NDArray] = [:]
+                for (i, x) in c.inputs.enumerated() { if let x { feeds["in\(i)"] = x } }
+                let out = try interpreter.run(feeds)
+                for (k, want) in c.outputs.enumerated() {
+                    if let problem = Self.compare(out["out\(k)"]!, want, tolerance: c.tolerance) {
+                        XCTFail("\(c.name) output \(k): \(problem)")
+                    }
+                }
+            } catch {
+                XCTFail("\(c.name): \(error)")
+            }
+        }
+    }
+
+    func testEveryOpOfTheOpSetIsCovered() {
+        let covered = Set(Self.cases.map(\.op))
+        let missing = Set(OpSet.schemas.keys).subtracting(covered).subtracting(["linear", "constant"])
+        XCTAssertEqual(missing.sorted(), [], "ops without a fixture case")
+    }
+}
