@@ -422,6 +422,21 @@ case("resize_linear_3d_trilinear", "Resize", [f32(1, 1, 2, 3, 4), None, np.array
 case("resize_static_scales", "Resize", [rimg, None, np.array([1, 1, 1.5, 2.0], dtype=np.float32)], {"mode": "linear"},
      static={2: "scales"}, tol=1e-4)
 
+# Kiln ops with no single ONNX twin: expected values from NumPy.
+def manual(name, op, inputs, attrs, outputs, tol=1e-5):
+    cases.append({"name": name, "onnx": None, "op": op, "attributes": attrs,
+                  "inputs": [None if a is None else tensor_json(a) for a in inputs],
+                  "outputs": [tensor_json(o) for o in outputs], "tolerance": tol})
+
+
+lx, lw, lb = f32(2, 3, 5), f32(4, 5), f32(4)
+manual("linear", "linear", [lx, lw, lb], {}, [(lx.astype(np.float64) @ lw.T.astype(np.float64) + lb).astype(np.float32)])
+manual("linear_no_bias", "linear", [lx[0], lw], {}, [(lx[0].astype(np.float64) @ lw.T.astype(np.float64)).astype(np.float32)])
+manual("linear_empty_batch", "linear", [np.zeros((0, 5), dtype=np.float32), lw, lb], {}, [np.zeros((0, 4), dtype=np.float32)])
+lit = np.array([[1.5, -2.0], [0.25, 8.0]], dtype=np.float32)
+manual("constant", "constant", [], {"value": {"tensor": tensor_json(lit)}}, [lit])
+manual("constant_int64", "constant", [], {"value": {"tensor": tensor_json(i64([4, -1]))}}, [i64([4, -1])])
+
 with open(OUT, "w") as f:
     json.dump({"generator": "tools/make_op_fixtures.py", "onnxruntime": ort.__version__, "opset": OPSET, "cases": cases},
               f, separators=(",", ":"))
