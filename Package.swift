@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "KilnFormat", targets: ["KilnFormat"]),
         .library(name: "KilnReference", targets: ["KilnReference"]),
         .library(name: "KilnRuntime", targets: ["KilnRuntime"]),
+        .library(name: "KilnONNX", targets: ["KilnONNX"]),
     ],
     targets: [
         .systemLibrary(
@@ -33,12 +34,16 @@ let package = Package(
             dependencies: ["KilnFormat"]
         ),
         .target(
+            name: "KilnONNX",
+            dependencies: ["KilnFormat", "KilnReference", "CKilnSpecs"]
+        ),
+        .target(
             name: "KilnRuntime",
             dependencies: ["KilnReference", "KilnFormat"]
         ),
         .executableTarget(
             name: "kiln",
-            dependencies: ["KilnRuntime", "KilnReference", "KilnFormat"]
+            dependencies: ["KilnRuntime", "KilnReference", "KilnONNX", "KilnFormat"]
         ),
         .executableTarget(
             name: "KilnExamples",

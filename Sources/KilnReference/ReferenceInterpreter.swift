@@ -124,6 +124,17 @@ public final class ReferenceInterpreter: Sendable {
         return out
     }
 
+    /// Evaluates one op on known inputs (constant folding at convert time).
+    /// - Parameters:
+    ///   - op: The op; its declared output types are not checked.
+    ///   - inputs: Its inputs; `nil` for absent optional inputs.
+    /// - Returns: The outputs, float results as float32.
+    /// - Throws: ``OpError`` when the op cannot run on these inputs.
+    public static func evaluate(_ op: Operation, _ inputs: [NDArray?]) throws -> [NDArray] {
+        let kernel = try KernelTable.kernel(for: op)
+        return try kernel(try inputs.map { try $0.map { try Weights.widened($0.contiguous()) } })
+    }
+
     /// Checks a result against its declared type: rank, fixed dims, and symbols bound by the inputs.
     private func check(_ x: NDArray, against t: TensorType, symbols: [String: Int], op: String) throws {
         let sameKind = x.scalarType == t.dtype || (x.scalarType == .float32 && t.dtype.isFloatingPoint)

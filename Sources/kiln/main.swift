@@ -12,6 +12,7 @@ enum Kiln {
     static let subcommands: [(CommandSpec, @Sendable (ParsedArguments) async throws -> Void)] = [
         (InspectCommand.spec, InspectCommand.run),
         (MetaCommand.spec, MetaCommand.run),
+        (ConvertCommand.spec, ConvertCommand.run),
         (RunCommand.spec, RunCommand.run),
     ]
 

@@ -2,4 +2,5 @@
 #ifndef CKILNSPECS_H
 #define CKILNSPECS_H
 #include "kiln_model.pb-c.h"
+#include "onnx_subset.pb-c.h"
 #endif

@@ -29,6 +29,13 @@ public struct OpSchema: Sendable {
         /// How many outputs the op declares.
         public var outputCount: Int
 
+        /// Creates a context.
+        public init(inputs: [TensorType?], attributes: [String: AttributeValue], outputCount: Int) {
+            self.inputs = inputs
+            self.attributes = attributes
+            self.outputCount = outputCount
+        }
+
         /// Input `i`, which must be present.
         public func input(_ i: Int) throws -> TensorType {
             guard i < inputs.count, let t = inputs[i] else { throw OpError("input \(i) is missing") }

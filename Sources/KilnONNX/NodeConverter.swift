@@ -1,0 +1,652 @@
+import KilnFormat
+import KilnReference
+
+/// Converts one ONNX node at a time into Kiln ops, folding what is known.
+struct NodeConverter {
+    let c: Conversion
+
+    init(_ conversion: Conversion) { c = conversion }
+
+    /// ONNX operators (domain ai.onnx) the importer converts.
+    static let supported: Set<String> = Set(direct.keys).union([
+        "Identity", "Dropout", "Constant", "Clip", "Cast", "Gemm", "Conv", "ConvTranspose", "BatchNormalization",
+        "InstanceNormalization", "LayerNormalization", "Softmax", "LogSoftmax", "MaxPool", "AveragePool",
+        "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "Reshape", "Squeeze",
+        "Unsqueeze", "Split", "Slice", "Expand", "Tile", "Pad", "Resize", "Upsample", "TopK", "CumSum",
+        "ConstantOfShape", "Shape", "Size", "Range", "Flatten", "Concat", "Gather", "Transpose", "LSTM", "GRU",
+    ])
+
+    /// Operators whose attributes carry over unchanged.
+    static let direct: [String: String] = [
+        "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Sqrt": "sqrt", "Reciprocal": "reciprocal",
+        "Exp": "exp", "Log": "log", "Erf": "erf", "Tanh": "tanh", "Sigmoid": "sigmoid", "Relu": "relu",
+        "LeakyRelu": "leaky_relu", "HardSigmoid": "hard_sigmoid", "HardSwish": "hard_swish", "Gelu": "gelu",
+        "Abs": "abs", "Neg": "neg", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Max": "max", "Min": "min",
+        "Mean": "mean", "Sum": "sum", "Where": "where", "Equal": "equal", "Less": "less", "LessOrEqual": "less_or_equal",
+        "Greater": "greater", "GreaterOrEqual": "greater_or_equal", "And": "and", "Or": "or", "Not": "not", "Xor": "xor",
+        "IsNaN": "is_nan", "IsInf": "is_inf", "MatMul": "matmul", "GlobalAveragePool": "global_average_pool",
+        "GlobalMaxPool": "global_max_pool", "ArgMax": "argmax", "ArgMin": "argmin", "GatherElements": "gather_elements",
+        "GatherND": "gather_nd", "ScatterND": "scatter_nd", "DepthToSpace": "depth_to_space",
+        "SpaceToDepth": "space_to_depth", "Einsum": "einsum",
+    ]
+
+    /// Attributes of an ONNX node as Kiln attributes (ints, floats, strings, tensors).
+    func attributes(_ node: ONNXNode, only keys: Set<String>? = nil, rename: [String: String] = [:]) throws -> [String: AttributeValue] {
+        var out: [String: AttributeValue] = [:]
+        for (k, v) in node.attributes where keys?.contains(k) ?? true {
+            let name = rename[k] ?? k
+            switch v {
+            case .int(let i): out[name] = .int(i)
+            case .float(let f): out[name] = .float(Double(f))
+            case .string(let s): out[name] = .string(s)
+            case .ints(let l): out[name] = .ints(l)
+            case .floats(let l): out[name] = .floats(l.map(Double.init))
+            case .tensor(let t):
+                let x = try c.narrowed(try t.value.get())
+                out[name] = .tensor(TensorLiteral(dtype: x.scalarType, shape: x.shape, bytes: Array(x.contiguous().contiguousElements!)))
+            default: throw c.fail("node '\(node.name)' (\(node.opType)): attribute '\(k)' has a type Kiln does not support")
+            }
+        }
+        return out
+    }
+
+    func known(_ name: String) -> Known? { name.isEmpty ? nil : c.values[name] }
+
+    func constant(_ name: String) -> NDArray? {
+        if case .constant(let x)? = known(name) { return x }
+        return nil
+    }
+
+    /// The integer values of input `i` when known at convert time (fully).
+    func staticInts(_ node: ONNXNode, _ i: Int) throws -> [Int]? {
+        guard i < node.inputs.count else { return nil }
+        if let x = constant(node.inputs[i]) { return try intValues(x) }
+        if case .value(_, _, let elements?)? = known(node.inputs[i]) {
+            let ints = elements.compactMap(\.int)
+            return ints.count == elements.count ? ints : nil
+        }
+        return nil
+    }
+
+    func intValues(_ x: NDArray) throws -> [Int] {
+        switch x.scalarType {
+        case .int64: return x.scalars(as: Int64.self).map { Int($0) }
+        case .int32: return x.scalars(as: Int32.self).map { Int($0) }
+        default: throw c.fail("expected an integer tensor, got \(x.scalarType.rawValue)")
+        }
+    }
+
+    func floatValues(_ x: NDArray) throws -> [Double] {
+        switch x.scalarType {
+        case .float32: return x.scalars(as: Float.self).map(Double.init)
+        case .float16: return x.scalars(as: Float16.self).map { Double(Float($0)) }
+        default: return try intValues(x).map(Double.init)
+        }
+    }
+
+    /// The partly known entries of an int vector input (a shape), if any are known.
+    func elements(_ name: String) -> [Element]? {
+        switch known(name) {
+        case .constant(let x)?:
+            guard x.rank <= 1, x.elementCount <= 64 else { return nil }
+            if x.scalarType == .bool { return x.scalars(as: Bool.self).map { .known($0 ? 1 : 0) } }
+            guard x.scalarType == .int64 || x.scalarType == .int32 else { return nil }
+            return (try? intValues(x))?.map { .known($0) }
+        case .value(_, _, let e)?: return e
+        default: return nil
+        }
+    }
+
+    func type(_ name: String) throws -> TensorType? {
+        switch known(name) {
+        case nil: return nil
+        case .constant(let x)?: return TensorType(x.scalarType, x.shape.map { .size($0) })
+        case .value(_, let t, _)?: return t
+        }
+    }
+
+    // MARK: Emitting
+
+    /// Emits one Kiln op. Inputs are ONNX value names ("" = absent); outputs are ONNX
+    /// names. Folds the op when every input is known at convert time.
+    @discardableResult
+    func emit(_ node: ONNXNode, _ opType: String, _ inputs: [String], _ attributes: [String: AttributeValue],
+              outputs: [String]? = nil, elements: [[Element]?] = [], refine: ((Int, TensorType?) -> TensorType?)? = nil) throws -> [Known] {
+        var inputs = inputs
+        while inputs.last == "" { inputs.removeLast() }
+        let outs = outputs ?? node.outputs
+        let what = "node '\(node.name)' (\(node.opType))"
+        let types = try inputs.map { try type($0) }
+        for (name, t) in zip(inputs, types) where !name.isEmpty && t == nil {
+            throw c.fail("\(what) reads '\(name)', which is not defined")
+        }
+        guard let schema = OpSet.schema(opType) else { throw c.fail("\(what): no Kiln op '\(opType)'") }
+        var inferred: [TensorType?]
+        do {
+            inferred = try schema.infer(OpSchema.Context(inputs: types, attributes: attributes, outputCount: outs.count))
+        } catch let e as OpError {
+            throw c.fail("\(what): \(e.reason)")
+        }
+        // Fold when everything is known and the op is not a source of run-time values.
+        let allConstant = inputs.allSatisfy { $0.isEmpty || constant($0) != nil }
+        if allConstant {
+            let op = Operation(opType: opType, name: node.name, inputs: inputs, outputs: [], attributes: attributes)
+            do {
+                let results = try ReferenceInterpreter.evaluate(op, inputs.map { constant($0) })
+                var known: [Known] = []
+                for (i, (name, r)) in zip(outs, results).enumerated() {
+                    var value = r
+                    if let t = inferred[i], [.float16, .bfloat16].contains(t.dtype), r.scalarType == .float32 {
+                        value = try ReferenceInterpreter.evaluate(
+                            Operation(opType: "cast", name: "narrow", inputs: [""], outputs: [], attributes: ["to": .dtype(t.dtype)]), [r])[0]
+                        value = NDArray(shape: value.shape, scalars: value.scalars(as: Float.self).map { Float16($0) })
+                    }
+                    if !name.isEmpty { c.values[name] = .constant(value) }
+                    known.append(.constant(value))
+                }
+                return known
+            } catch let e as OpError {
+                throw c.fail("\(what): \(e.reason)")
+            }
+        }
+        var operandNames: [String] = []
+        for name in inputs {
+            if name.isEmpty { operandNames.append(""); continue }
+            operandNames.append(try c.operand(name, known(name)!).0)
+        }
+        var results: [Known] = []
+        var values: [Value] = []
+        for (i, name) in outs.enumerated() {
+            var t = inferred.indices.contains(i) ? inferred[i] : nil
+            if let refine { t = refine(i, t) }
+            if t == nil, let info = c.valueInfo[name], let code = info.dtype, let dtype = ONNXDecoder.dtypes[code], let shape = info.shape {
+                t = TensorType(dtype == .float64 ? .float32 : dtype, shape.map { _ in .unknown })
+            }
+            guard let type = t else { throw c.fail("\(what): cannot infer the type of output '\(name)'") }
+            let valueName = c.freshName(name.isEmpty ? "\(node.name)_unused\(i)" : name)
+            values.append(Value(name: valueName, type: type))
+            let known = Known.value(name: valueName, type: type, elements: i < elements.count ? elements[i] : nil)
+            if !name.isEmpty { c.values[name] = known }
+            results.append(known)
+        }
+        c.operations.append(Operation(opType: opType, name: c.freshOpName(node.name.isEmpty ? "\(opType)" : node.name),
+                                      inputs: operandNames, outputs: values, attributes: attributes, source: node.name))
+        return results
+    }
+
+    func alias(_ node: ONNXNode) throws {
+        guard let first = node.inputs.first, let k = known(first) else {
+            throw c.fail("node '\(node.name)' (\(node.opType)) has no input")
+        }
+        c.values[node.outputs[0]] = k
+        // Dropout's optional mask output is all true in inference.
+        if node.outputs.count > 1, !node.outputs[1].isEmpty, let t = try type(first), let shape = t.staticShape {
+            c.values[node.outputs[1]] = .constant(NDArray(shape: shape, scalars: [Bool](repeating: true, count: shape.reduce(1, *))))
+        }
+    }
+
+    func int(_ node: ONNXNode, _ name: String, _ fallback: Int) -> Int {
+        if case .int(let v)? = node.attributes[name] { return v }
+        return fallback
+    }
+
+    func ints(_ node: ONNXNode, _ name: String) -> [Int]? {
+        if case .ints(let v)? = node.attributes[name] { return v }
+        return nil
+    }
+
+    func input(_ node: ONNXNode, _ i: Int) -> String { i < node.inputs.count ? node.inputs[i] : "" }
+
+    // MARK: Nodes
+
+    // swiftlint:disable:next cyclomatic_complexity function_body_length
+    func convert(_ node: ONNXNode) throws {
+        let op = node.opType
+        switch op {
+        case "Identity", "Dropout":
+            try alias(node)
+        case "Constant":
+            try constantNode(node)
+        case _ where NodeConverter.direct[op] != nil:
+            let kiln = NodeConverter.direct[op]!
+            let e = symbolic(kiln, node.inputs)
+            if let e, let ints = Optional(e.compactMap(\.int)), ints.count == e.count, let t = try type(node.inputs[0]) {
+                // Every entry is known although the inputs are computed at run time.
+                let outType: DataType = ["equal", "less", "greater"].contains(kiln) ? .bool : (kiln == "where" ? (try type(node.inputs[1]))?.dtype ?? t.dtype : t.dtype)
+                let rank0 = try node.inputs.allSatisfy { (try type($0))?.rank ?? 0 == 0 }
+                let shape = rank0 ? [] : [ints.count]
+                switch outType {
+                case .bool: c.values[node.outputs[0]] = .constant(NDArray(shape: shape, scalars: ints.map { $0 != 0 }))
+                case .int32: c.values[node.outputs[0]] = .constant(NDArray(shape: shape, scalars: ints.map { Int32($0) }))
+                default: c.values[node.outputs[0]] = .constant(NDArray(shape: shape, scalars: ints.map { Int64($0) }))
+                }
+                return
+            }
+            try emit(node, kiln, node.inputs, try attributes(node), elements: [e])
+        case "Cast":
+            guard let code = node.attributes["to"].flatMap({ if case .int(let v) = $0 { return Int32(v) } else { return nil } }),
+                  var dtype = ONNXDecoder.dtypes[code] else {
+                throw c.fail("node '\(node.name)' (Cast): unsupported target type")
+            }
+            if dtype == .float64 { dtype = .float32 }
+            let e = elements(input(node, 0))
+            try emit(node, "cast", [input(node, 0)], ["to": .dtype(dtype)], elements: [e])
+        case "Clip":
+            var attrs = try attributes(node, only: ["min", "max"])
+            var inputs = [input(node, 0)]
+            for (i, key) in [(1, "min"), (2, "max")] where !input(node, i).isEmpty {
+                if let x = constant(input(node, i)), x.elementCount == 1 {
+                    attrs[key] = .float(try floatValues(x)[0])
+                    inputs.append("")
+                } else {
+                    inputs.append(input(node, i))
+                }
+            }
+            try emit(node, "clip", inputs, attrs)
+        case "Gemm":
+            let attrs = try attributes(node, rename: ["transA": "trans_a", "transB": "trans_b"])
+            let alpha = (try? attrs.float("alpha", 1)) ?? 1, beta = (try? attrs.float("beta", 1)) ?? 1
+            let ta = (try? attrs.int("trans_a", 0)) ?? 0, tb = (try? attrs.int("trans_b", 0)) ?? 0
+            let bias = input(node, 2)
+            if alpha == 1, beta == 1, ta == 0, tb == 1, try type(bias).map({ $0.rank == 1 }) ?? true {
+                try emit(node, "linear", [input(node, 0), input(node, 1), bias], [:])
+            } else {
+                try emit(node, "gemm", node.inputs, attrs)
+            }
+        case "Conv", "ConvTranspose":
+            let attrs = try attributes(node, only: ["strides", "pads", "dilations", "auto_pad", "group", "output_padding", "output_shape", "kernel_shape"])
+            try emit(node, op == "Conv" ? "conv" : "conv_transpose", node.inputs, attrs)
+        case "MaxPool", "AveragePool":
+            if node.outputs.count > 1, !node.outputs[1].isEmpty {
+                throw c.fail("node '\(node.name)' (MaxPool): the indices output is not supported")
+            }
+            let attrs = try attributes(node, only: ["kernel_shape", "strides", "pads", "dilations", "auto_pad", "ceil_mode", "count_include_pad"])
+            try emit(node, op == "MaxPool" ? "max_pool" : "average_pool", [input(node, 0)], attrs, outputs: [node.outputs[0]])
+        case "BatchNormalization":
+            try emit(node, "batch_norm", Array(node.inputs.prefix(5)), try attributes(node, only: ["epsilon"]), outputs: [node.outputs[0]])
+            try unusedOutputs(node, from: 1)
+        case "InstanceNormalization":
+            try emit(node, "instance_norm", node.inputs, try attributes(node, only: ["epsilon"]))
+        case "LayerNormalization":
+            try emit(node, "layer_norm", node.inputs, try attributes(node, only: ["axis", "epsilon"]), outputs: [node.outputs[0]])
+            try unusedOutputs(node, from: 1)
+        case "Softmax", "LogSoftmax":
+            try softmax(node)
+        case "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2":
+            var attrs = try attributes(node, only: ["keepdims", "noop_with_empty_axes", "axes"])
+            var inputs = [input(node, 0)]
+            if !input(node, 1).isEmpty {
+                if let axes = try staticInts(node, 1) { attrs["axes"] = .ints(axes); inputs.append("") } else { inputs.append(input(node, 1)) }
+            }
+            let name = "reduce_" + op.dropFirst(6).lowercased()
+            try emit(node, name, inputs, attrs)
+        case "Reshape":
+            try reshape(node)
+        case "Flatten":
+            try emit(node, "flatten", [input(node, 0)], try attributes(node))
+        case "Transpose":
+            let e = elements(input(node, 0))
+            try emit(node, "transpose", [input(node, 0)], try attributes(node), elements: [e])
+        case "Squeeze", "Unsqueeze":
+            try squeeze(node)
+        case "Concat":
+            let parts = node.inputs.map { elements($0) }
+            var e: [Element]?
+            if parts.allSatisfy({ $0 != nil }), try node.inputs.allSatisfy({ (try type($0))?.rank ?? 2 <= 1 }) {
+                e = parts.flatMap { $0! }
+            }
+            try emit(node, "concat", node.inputs, try attributes(node), elements: [e])
+        case "Split":
+            var attrs = try attributes(node, only: ["axis", "split"])
+            var inputs = [input(node, 0)]
+            if !input(node, 1).isEmpty {
+                if let s = try staticInts(node, 1) { attrs["split"] = .ints(s); inputs.append("") } else { inputs.append(input(node, 1)) }
+            }
+            try emit(node, "split", inputs, attrs)
+        case "Slice":
+            try slice(node)
+        case "Gather":
+            try gather(node)
+        case "Expand", "Tile":
+            let (kiln, key) = op == "Expand" ? ("expand", "shape") : ("tile", "repeats")
+            if let v = try staticInts(node, 1) {
+                try emit(node, kiln, [input(node, 0)], [key: .ints(v)])
+            } else {
+                let e = elements(input(node, 1))
+                try emit(node, kiln, [input(node, 0), input(node, 1)], [:]) { _, t in
+                    guard let t, kiln == "expand", let e, let x = try? self.type(self.input(node, 0)) else { return t }
+                    return (try? OpSet.broadcast(x.shape, e.map(\.dimension))).map { TensorType(x.dtype, $0) } ?? t
+                }
+            }
+        case "Pad":
+            try pad(node)
+        case "Resize", "Upsample":
+            try resize(node)
+        case "TopK":
+            var attrs = try attributes(node, only: ["axis", "largest", "sorted", "k"])
+            var inputs = [input(node, 0)]
+            if let k = try staticInts(node, 1), k.count == 1 { attrs["k"] = .int(k[0]) } else if !input(node, 1).isEmpty { inputs.append(input(node, 1)) }
+            try emit(node, "top_k", inputs, attrs)
+        case "CumSum":
+            var attrs = try attributes(node, only: ["exclusive", "reverse"])
+            var inputs = [input(node, 0)]
+            if let a = try staticInts(node, 1), a.count == 1 { attrs["axis"] = .int(a[0]) } else { inputs.append(input(node, 1)) }
+            try emit(node, "cumsum", inputs, attrs)
+        case "ConstantOfShape":
+            var attrs = try attributes(node, only: ["value"])
+            let e = elements(input(node, 0))
+            if let s = try staticInts(node, 0) {
+                attrs["shape"] = .ints(s)
+                try emit(node, "constant_of_shape", [], attrs)
+            } else {
+                try emit(node, "constant_of_shape", [input(node, 0)], attrs) { _, t in
+                    guard let t, let e else { return t }
+                    return TensorType(t.dtype, e.map(\.dimension))
+                }
+            }
+        case "Shape":
+            try shape(node)
+        case "Size":
+            if let t = try type(input(node, 0)), let s = t.staticShape {
+                c.values[node.outputs[0]] = .constant(NDArray(scalar: Int64(s.reduce(1, *))))
+            } else {
+                try emit(node, "size", node.inputs, [:])
+            }
+        case "Range":
+            try emit(node, "range", node.inputs, [:])
+        case "LSTM", "GRU":
+            try Recurrent.convert(node, self)
+        default:
+            throw c.fail("node '\(node.name)': unsupported operator \(op)")
+        }
+    }
+
+    /// Elementwise ops on partly known int vectors (shape arithmetic), entry by entry.
+    func symbolic(_ op: String, _ inputs: [String]) -> [Element]? {
+        guard ["add", "sub", "mul", "div", "equal", "where", "max", "min"].contains(op), !inputs.isEmpty else { return nil }
+        let parts = inputs.map { elements($0) }
+        guard parts.allSatisfy({ $0 != nil }), parts.contains(where: { _ in true }) else { return nil }
+        // Only when some input is computed at run time (otherwise folding handles it).
+        guard inputs.contains(where: { if case .value? = known($0) { return true } else { return false } }) else { return nil }
+        let lists = parts.map { $0! }
+        let n = lists.map(\.count).max() ?? 0
+        guard lists.allSatisfy({ $0.count == n || $0.count == 1 }) else { return nil }
+        func at(_ k: Int, _ i: Int) -> Element { lists[k].count == 1 ? lists[k][0] : lists[k][i] }
+        return (0 ..< n).map { i -> Element in
+            let a = at(0, i)
+            if op == "where" {
+                guard lists.count == 3, let cond = a.int else { return .unknown }
+                return cond != 0 ? at(1, i) : at(2, i)
+            }
+            guard lists.count >= 2 else { return .unknown }
+            let b = at(1, i)
+            if let x = a.int, let y = b.int {
+                switch op {
+                case "add": return .known(x + y)
+                case "sub": return .known(x - y)
+                case "mul": return .known(x * y)
+                case "div": return y == 0 ? .unknown : .known(x / y)
+                case "equal": return .known(x == y ? 1 : 0)
+                case "max": return .known(max(x, y))
+                default: return .known(min(x, y))
+                }
+            }
+            switch (op, a, b) {
+            case ("add", _, .known(0)), ("sub", _, .known(0)), ("mul", _, .known(1)), ("div", _, .known(1)): return a
+            case ("add", .known(0), _), ("mul", .known(1), _): return b
+            // Dims are never negative, so a dim never equals a negative number.
+            case ("equal", .dim, .known(let v)) where v < 0: return .known(0)
+            case ("equal", .known(let v), .dim) where v < 0: return .known(0)
+            case ("equal", .dim(let x), .dim(let y)) where x == y: return .known(1)
+            case ("max", .dim, .known(let v)) where v <= 0: return a
+            case ("max", .known(let v), .dim) where v <= 0: return b
+            default: return .unknown
+            }
+        }
+    }
+
+    func unusedOutputs(_ node: ONNXNode, from start: Int) throws {
+        for o in node.outputs.dropFirst(start) where !o.isEmpty {
+            let used = c.model.graph.nodes.contains { $0.inputs.contains(o) } || c.model.graph.outputs.contains { $0.name == o }
+            if used { throw c.fail("node '\(node.name)' (\(node.opType)): output '\(o)' (training statistics) is not supported") }
+        }
+    }
+
+    func constantNode(_ node: ONNXNode) throws {
+        guard let (key, value) = node.attributes.first else { throw c.fail("Constant node '\(node.name)' has no value") }
+        let x: NDArray
+        switch (key, value) {
+        case ("value", .tensor(let t)): x = try c.narrowed(try t.value.get())
+        case ("value_float", .float(let f)): x = NDArray(scalar: f)
+        case ("value_floats", .floats(let f)): x = NDArray(shape: [f.count], scalars: f)
+        case ("value_int", .int(let i)): x = NDArray(scalar: Int64(i))
+        case ("value_ints", .ints(let i)): x = NDArray(shape: [i.count], scalars: i.map { Int64($0) })
+        default: throw c.fail("Constant node '\(node.name)': \(key) is not supported")
+        }
+        c.values[node.outputs[0]] = .constant(x)
+    }
+
+    func softmax(_ node: ONNXNode) throws {
+        let kiln = node.opType == "Softmax" ? "softmax" : "log_softmax"
+        let x = input(node, 0)
+        guard let t = try type(x) else { throw c.fail("node '\(node.name)' reads an undefined value") }
+        if c.opset >= 13 {
+            try emit(node, kiln, [x], ["axis": .int(int(node, "axis", -1))])
+            return
+        }
+        // Before opset 13 the input is seen as 2-D: [∏ dims before axis, ∏ dims from axis].
+        let axis = try OpSet.flattenAxis(int(node, "axis", 1), rank: t.rank)
+        if axis == t.rank - 1 {
+            try emit(node, kiln, [x], ["axis": .int(-1)])
+            return
+        }
+        let flat = c.freshName("\(x)_flat")
+        try emit(node, "flatten", [x], ["axis": .int(axis)], outputs: [flat])
+        let soft = c.freshName("\(x)_softmax")
+        try emit(node, kiln, [flat], ["axis": .int(-1)], outputs: [soft])
+        if let s = t.staticShape {
+            try emit(node, "reshape", [soft], ["shape": .ints(s)])
+        } else {
+            let shape = c.freshName("\(x)_shape")
+            try emit(node, "shape", [x], [:], outputs: [shape])
+            try emit(node, "reshape", [soft, shape], [:]) { _, _ in t }
+        }
+    }
+
+    func shape(_ node: ONNXNode) throws {
+        guard let t = try type(input(node, 0)) else { throw c.fail("node '\(node.name)' reads an undefined value") }
+        let rank = t.rank
+        let clamp = { (v: Int) in min(max(v < 0 ? v + rank : v, 0), rank) }
+        let start = clamp(int(node, "start", 0)), end = clamp(int(node, "end", rank))
+        let dims = Array(t.shape[start ..< max(start, end)])
+        let e: [Element] = dims.map { d in
+            switch d {
+            case .size(let n): return .known(n)
+            case .symbol(let s): return s.isEmpty ? .unknown : .dim(s)
+            }
+        }
+        if let ints = Optional(e.compactMap(\.int)), ints.count == e.count {
+            c.values[node.outputs[0]] = .constant(NDArray.int64vector(ints))
+            return
+        }
+        var attrs: [String: AttributeValue] = [:]
+        if start != 0 { attrs["start"] = .int(start) }
+        if end != rank { attrs["end"] = .int(end) }
+        try emit(node, "shape", [input(node, 0)], attrs, elements: [e])
+    }
+
+    func gather(_ node: ONNXNode) throws {
+        let axis = int(node, "axis", 0)
+        let data = input(node, 0), indices = input(node, 1)
+        var e: [Element]?
+        if let d = elements(data), let idx = constant(indices), idx.rank <= 1, let list = try? intValues(idx) {
+            e = list.map { i in
+                let j = i < 0 ? i + d.count : i
+                return j >= 0 && j < d.count ? d[j] : .unknown
+            }
+            if let ints = Optional(e!.compactMap(\.int)), ints.count == e!.count, case .value? = known(data) {
+                // The entries are known even though the vector is computed at run time.
+                c.values[node.outputs[0]] = .constant(idx.rank == 0 ? NDArray(scalar: Int64(ints[0])) : NDArray.int64vector(ints))
+                return
+            }
+        }
+        try emit(node, "gather", [data, indices], ["axis": .int(axis)], elements: [e])
+    }
+
+    func squeeze(_ node: ONNXNode) throws {
+        let kiln = node.opType == "Squeeze" ? "squeeze" : "unsqueeze"
+        var attrs: [String: AttributeValue] = [:]
+        var inputs = [input(node, 0)]
+        if let axes = ints(node, "axes") {
+            attrs["axes"] = .ints(axes)
+        } else if !input(node, 1).isEmpty {
+            if let axes = try staticInts(node, 1) { attrs["axes"] = .ints(axes) } else { inputs.append(input(node, 1)) }
+        }
+        let e = elements(input(node, 0))
+        try emit(node, kiln, inputs, attrs, elements: [e])
+    }
+
+    func reshape(_ node: ONNXNode) throws {
+        let x = input(node, 0)
+        var attrs = try attributes(node, only: ["allowzero"])
+        let allowZero = int(node, "allowzero", 0) != 0
+        let e = elements(x)
+        guard let t = try type(x) else { throw c.fail("node '\(node.name)' reads an undefined value") }
+        if let shape = ints(node, "shape") {
+            attrs["shape"] = .ints(shape)
+            try emit(node, "reshape", [x], attrs, elements: [e])
+            return
+        }
+        guard let target = elements(input(node, 1)) else {
+            try emit(node, "reshape", [x, input(node, 1)], attrs, elements: [e])
+            return
+        }
+        // Turn a partly known target into a static one: a symbol equal to the input's
+        // dim at the same position is "copy" (0), one remaining unknown is "infer" (-1).
+        var fixed: [Int?] = target.enumerated().map { i, el in
+            switch el {
+            case .known(let n): return n
+            case .dim(let s) where !allowZero && i < t.rank && t.shape[i] == .symbol(s): return 0
+            default: return nil
+            }
+        }
+        let unknown = fixed.indices.filter { fixed[$0] == nil }
+        if unknown.count <= 1, !(unknown.count == 1 && fixed.contains(-1)) {
+            if let u = unknown.first { fixed[u] = -1 }
+            attrs["shape"] = .ints(fixed.map { $0! })
+            try emit(node, "reshape", [x], attrs, elements: [e]) { _, inferred in
+                guard let inferred, let u = unknown.first, case .dim(let s) = target[u] else { return inferred }
+                var dims = inferred.shape
+                dims[u] = .symbol(s)
+                return TensorType(inferred.dtype, dims)
+            }
+        } else {
+            try emit(node, "reshape", [x, input(node, 1)], attrs, elements: [e]) { _, inferred in
+                TensorType(inferred?.dtype ?? t.dtype, target.map(\.dimension))
+            }
+        }
+    }
+
+    func slice(_ node: ONNXNode) throws {
+        var attrs: [String: AttributeValue] = [:]
+        var inputs = [input(node, 0)]
+        if c.opset < 10 {
+            for key in ["starts", "ends", "axes"] { if let v = ints(node, key) { attrs[key] = .ints(v) } }
+        } else {
+            let keys = ["starts", "ends", "axes", "steps"]
+            let known = try (1 ... 4).map { try staticInts(node, $0) }
+            let present = (1 ... 4).map { !input(node, $0).isEmpty }
+            if zip(known, present).allSatisfy({ $0 != nil || !$1 }) {
+                for (k, v) in zip(keys, known) { if let v { attrs[k] = .ints(v) } }
+            } else {
+                inputs += (1 ... 4).map { input(node, $0) }
+            }
+        }
+        // Slicing a partly known shape vector keeps what is known.
+        var e: [Element]?
+        if let d = elements(input(node, 0)), case .ints(let s)? = attrs["starts"], case .ints(let en)? = attrs["ends"], s.count == 1 {
+            let step: Int = { if case .ints(let st)? = attrs["steps"] { return st.first ?? 1 } else { return 1 } }()
+            if step != 0 {
+                let r = OpSet.sliceRange(start: s[0], end: en[0], step: step, size: d.count)
+                e = (0 ..< r.count).map { d[r.start + $0 * step] }
+            }
+        }
+        let params = (1 ... 4).map { elements(input(node, $0)) }
+        try emit(node, "slice", inputs, attrs, elements: [e]) { _, inferred in
+            // starts 0, step 1 and an end that is a symbol give that symbol.
+            guard let inferred, inputs.count > 1, let starts = params[0], let ends = params[1], let x = try? self.type(self.input(node, 0)) else { return inferred }
+            let axes = params[2]?.map(\.int) ?? Array(0 ..< starts.count).map { Optional($0) }
+            let steps = params[3] ?? Array(repeating: .known(1), count: starts.count)
+            var dims = x.shape
+            for a in axes { if var a { if a < 0 { a += x.rank }; if a >= 0, a < dims.count { dims[a] = .unknown } } }
+            for k in 0 ..< min(starts.count, ends.count, axes.count, steps.count) {
+                guard var a = axes[k] else { return inferred }
+                if a < 0 { a += x.rank }
+                guard a >= 0, a < dims.count else { return inferred }
+                if starts[k] == .known(0), steps[k] == .known(1), case .dim(let s) = ends[k] {
+                    dims[a] = .symbol(s)
+                } else if starts[k] == .known(0), steps[k] == .known(1), let end = ends[k].int, end >= Int(Int32.max) {
+                    dims[a] = x.shape[a]
+                }
+            }
+            return TensorType(inferred.dtype, dims)
+        }
+    }
+
+    func pad(_ node: ONNXNode) throws {
+        var attrs: [String: AttributeValue] = [:]
+        if case .string(let m)? = node.attributes["mode"] { attrs["mode"] = .string(m) }
+        var inputs = [input(node, 0)]
+        if c.opset < 11 {
+            if let p = ints(node, "pads") ?? ints(node, "paddings") { attrs["pads"] = .ints(p) }
+            if case .float(let v)? = node.attributes["value"] { attrs["value"] = .float(Double(v)) }
+        } else {
+            if let p = try staticInts(node, 1) { attrs["pads"] = .ints(p); inputs.append("") } else { inputs.append(input(node, 1)) }
+            if let v = constant(input(node, 2)), v.elementCount == 1, v.scalarType.isFloatingPoint {
+                attrs["value"] = .float(try floatValues(v)[0])
+                inputs.append("")
+            } else {
+                inputs.append(input(node, 2))
+            }
+            if !input(node, 3).isEmpty {
+                if let a = try staticInts(node, 3) { attrs["axes"] = .ints(a) } else { inputs.append(input(node, 3)) }
+            }
+        }
+        try emit(node, "pad", inputs, attrs)
+    }
+
+    func resize(_ node: ONNXNode) throws {
+        var attrs = try attributes(node, only: ["mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
+                                                "exclude_outside", "extrapolation_value", "axes", "keep_aspect_ratio_policy"])
+        if case .string(let m)? = attrs["mode"] { attrs["mode"] = .string(m == "bilinear" || m == "trilinear" ? "linear" : m) }
+        let legacy = node.opType == "Upsample" || c.opset < 11
+        if legacy {
+            attrs["coordinate_transformation_mode"] = .string("asymmetric")
+            attrs["nearest_mode"] = .string("floor")
+        }
+        var inputs = [input(node, 0)]
+        // Upsample-7 has scales as an attribute; Upsample-9 and Resize-10 as input 1.
+        let scalesIndex = legacy ? 1 : 2, sizesIndex = legacy ? -1 : 3
+        if case .floats(let s)? = node.attributes["scales"] {
+            attrs["scales"] = .floats(s.map(Double.init))
+        } else if let s = constant(input(node, scalesIndex)), s.elementCount > 0 {
+            attrs["scales"] = .floats(try floatValues(s))
+        } else if sizesIndex > 0, let s = try staticInts(node, sizesIndex), !s.isEmpty {
+            attrs["sizes"] = .ints(s)
+        } else if !legacy {
+            inputs += [input(node, 1), input(node, 2), input(node, 3)]
+        } else {
+            inputs += ["", input(node, 1)]
+        }
+        if !legacy, inputs.count == 1, !input(node, 1).isEmpty, constant(input(node, 1))?.elementCount ?? 0 > 0 {
+            inputs.append(input(node, 1))
+        }
+        try emit(node, "resize", inputs, attrs)
+    }
+}
+
+extension NDArray {
+    static func int64vector(_ values: [Int]) -> NDArray {
+        NDArray(shape: [values.count], scalars: values.map { Int64($0) })
+    }
+}

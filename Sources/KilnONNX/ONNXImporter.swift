@@ -1,0 +1,265 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import KilnFormat
+import KilnReference
+
+/// Options of an ONNX conversion.
+public struct ConvertOptions: Sendable {
+    /// The model's name (default: the file name without `.onnx`).
+    public var name: String?
+    /// The name of the function the graph becomes.
+    public var functionName = "main"
+
+    /// Creates options with the defaults.
+    public init(name: String? = nil, functionName: String = "main") {
+        self.name = name
+        self.functionName = functionName
+    }
+}
+
+/// Converts ONNX models to portable Kiln models (specs/ops.md lists the operator mapping).
+///
+/// Initializers and `Constant` nodes become weights or constants; everything computable
+/// at convert time (shape subgraphs over static dims, ops on constants) is folded;
+/// parameters known at convert time become attributes; `Identity` and `Dropout` vanish.
+/// Names of inputs, outputs and values are kept.
+public enum ONNXImporter {
+    /// Converts the ONNX model at `path`.
+    /// - Parameters:
+    ///   - path: An `.onnx` file; external data is read from files beside it.
+    ///   - options: Conversion options.
+    /// - Returns: The validated portable model.
+    /// - Throws: ``ConvertError`` naming the file and every problem found.
+    public static func convert(contentsOf path: String, options: ConvertOptions = ConvertOptions()) throws -> PortableModel {
+        let onnx = try ONNXDecoder.read(path)
+        var name = options.name ?? String(path.split(separator: "/").last ?? "model")
+        if options.name == nil, name.hasSuffix(".onnx") { name.removeLast(5) }
+        let conversion = Conversion(model: onnx, path: path)
+        try conversion.checkSupported()
+        let function = try conversion.run(functionName: options.functionName)
+        var metadata = Metadata(name: name, description: onnx.docString)
+        if onnx.modelVersion != 0 { metadata.version = String(onnx.modelVersion) }
+        if !onnx.producerName.isEmpty { metadata.user["onnx.producer_name"] = onnx.producerName }
+        if !onnx.producerVersion.isEmpty { metadata.user["onnx.producer_version"] = onnx.producerVersion }
+        metadata.user["onnx.ir_version"] = String(onnx.irVersion)
+        metadata.user["onnx.opset"] = onnx.opsets.sorted { $0.key < $1.key }
+            .map { "\($0.key.isEmpty ? "ai.onnx" : $0.key) \($0.value)" }.joined(separator: ", ")
+        for (k, v) in onnx.metadata { metadata.user[k] = v }
+        let model = PortableModel(metadata: metadata, weights: conversion.weights, functions: [function])
+        do {
+            try model.validate()
+        } catch let e as PackageError {
+            throw ConvertError(path: path, reason: "the converted model is invalid: \(e)")
+        }
+        return model
+    }
+}
+
+/// What the importer knows about one ONNX value.
+enum Known {
+    /// Known at convert time.
+    case constant(NDArray)
+    /// Computed at run time by the Kiln value `name`. `elements` describes a small int64
+    /// vector (a shape) whose entries are partly known.
+    case value(name: String, type: TensorType, elements: [Element]?)
+}
+
+/// One entry of a partly known shape vector.
+enum Element: Equatable {
+    case known(Int)
+    case dim(String)
+    case unknown
+
+    var int: Int? { if case .known(let n) = self { return n } else { return nil } }
+    var dimension: Dimension {
+        switch self {
+        case .known(let n): return .size(n)
+        case .dim(let s): return .symbol(s)
+        case .unknown: return .unknown
+        }
+    }
+}
+
+/// One conversion in progress.
+final class Conversion {
+    let model: ONNXModel
+    let path: String
+    let opset: Int
+    var values: [String: Known] = [:]
+    var weights: [Weight] = []
+    var operations: [Operation] = []
+    var usedNames = Set<String>()
+    var opNames = Set<String>()
+    var materialized: [String: String] = [:]
+    var valueInfo: [String: ONNXValueInfo] = [:]
+    lazy var initializerNames = Set(model.graph.initializers.map(\.name))
+
+    init(model: ONNXModel, path: String) {
+        self.model = model
+        self.path = path
+        opset = model.opsets[""] ?? 1
+    }
+
+    func fail(_ reason: String) -> ConvertError { ConvertError(path: path, reason: reason) }
+
+    /// Every operator the model uses that Kiln cannot convert, in one error.
+    func checkSupported() throws {
+        var counts: [String: (Int, String, Int)] = [:]
+        for node in model.graph.nodes {
+            let domain = node.domain == "ai.onnx" ? "" : node.domain
+            if domain.isEmpty && NodeConverter.supported.contains(node.opType) { continue }
+            let key = "\(domain)|\(node.opType)"
+            let previous = counts[key]?.0 ?? 0
+            counts[key] = (previous + 1, domain.isEmpty ? "ai.onnx" : domain, model.opsets[domain] ?? 0)
+        }
+        guard counts.isEmpty else {
+            let list = counts.sorted { $0.key < $1.key }.map { key, v in
+                "\(key.split(separator: "|", omittingEmptySubsequences: false).last!) ×\(v.0) (\(v.1), opset \(v.2))"
+            }
+            throw fail("unsupported operators: " + list.joined(separator: ", "))
+        }
+    }
+
+    func run(functionName: String) throws -> Function {
+        let graph = model.graph
+        for v in graph.valueInfo + graph.outputs { valueInfo[v.name] = v }
+        for t in graph.initializers {
+            values[t.name] = .constant(try narrowed(try t.value.get()))
+            usedNames.insert(t.name)
+        }
+        var inputs: [Argument] = []
+        for v in graph.inputs where values[v.name] == nil {
+            guard let code = v.dtype, let onnxType = ONNXDecoder.dtypes[code] else {
+                throw fail("input '\(v.name)' has type \(v.dtype.map { ONNXDecoder.dtypeNames[$0] ?? "\($0)" } ?? "unknown"), which Kiln does not support")
+            }
+            guard let shape = v.shape else { throw fail("input '\(v.name)' has no shape (its rank must be known)") }
+            let type = TensorType(onnxType, shape)
+            inputs.append(Argument(name: v.name, type: type))
+            values[v.name] = .value(name: v.name, type: type, elements: nil)
+            usedNames.insert(v.name)
+        }
+        let converter = NodeConverter(self)
+        for node in try sortedNodes() {
+            try converter.convert(node)
+        }
+        removeDeadOperations(keeping: graph.outputs.compactMap { v -> String? in
+            if case .value(let name, _, _)? = values[v.name] { return name }
+            return nil
+        })
+        if getenv("KILN_DEBUG_CONVERT") != nil {
+            for op in operations { print(op.opType, op.name, op.inputs, op.outputs.map { "\($0.name): \($0.type)" }) }
+        }
+        var outputs: [Argument] = []
+        for v in graph.outputs {
+            guard let known = values[v.name] else { throw fail("graph output '\(v.name)' is not computed by any node") }
+            let (valueName, type) = try operand(v.name, known)
+            outputs.append(Argument(name: v.name, type: type, value: valueName))
+        }
+        return Function(name: functionName, inputs: inputs, outputs: outputs, operations: operations)
+    }
+
+    /// Drops ops none of whose outputs is used (shape computations folded into attributes).
+    func removeDeadOperations(keeping roots: [String]) {
+        var live = Set(roots)
+        var kept: [Operation] = []
+        for op in operations.reversed() where op.outputs.contains(where: { live.contains($0.name) }) {
+            kept.append(op)
+            for i in op.inputs where !i.isEmpty { live.insert(i) }
+        }
+        operations = kept.reversed()
+        let used = live
+        weights.removeAll { !used.contains($0.name) }
+    }
+
+    /// Nodes in an order where every input is defined first (ONNX requires this order,
+    /// but not every exporter keeps it).
+    func sortedNodes() throws -> [ONNXNode] {
+        let nodes = model.graph.nodes
+        var producer: [String: Int] = [:]
+        for (i, n) in nodes.enumerated() { for o in n.outputs where !o.isEmpty { producer[o] = i } }
+        var state = [UInt8](repeating: 0, count: nodes.count)
+        var order: [ONNXNode] = []
+        for start in nodes.indices where state[start] == 0 {
+            var stack: [(Int, Int)] = [(start, 0)]
+            state[start] = 1
+            while let (i, next) = stack.last {
+                let inputs = nodes[i].inputs
+                if next < inputs.count {
+                    stack[stack.count - 1].1 += 1
+                    let name = inputs[next]
+                    if name.isEmpty || values[name] != nil { continue }
+                    guard let p = producer[name] else {
+                        throw fail("node '\(nodes[i].name)' (\(nodes[i].opType)) reads '\(name)', which no node, input or initializer defines")
+                    }
+                    if state[p] == 1 { throw fail("the graph has a cycle through node '\(nodes[p].name)' (\(nodes[p].opType))") }
+                    if state[p] == 0 {
+                        state[p] = 1
+                        stack.append((p, 0))
+                    }
+                } else {
+                    state[i] = 2
+                    order.append(nodes[i])
+                    stack.removeLast()
+                }
+            }
+        }
+        return order
+    }
+
+    /// float64 tensors become float32 (Kiln computes in float32).
+    func narrowed(_ x: NDArray) throws -> NDArray {
+        guard x.scalarType == .float64 else { return x }
+        return NDArray(shape: x.shape, scalars: x.scalars(as: Double.self).map { Float($0) })
+    }
+
+    /// A fresh value or weight name based on `base`.
+    func freshName(_ base: String) -> String {
+        var name = base.isEmpty ? "value" : base
+        var n = 1
+        while usedNames.contains(name) {
+            name = "\(base)_\(n)"
+            n += 1
+        }
+        usedNames.insert(name)
+        return name
+    }
+
+    func freshOpName(_ base: String) -> String {
+        var name = base
+        var n = 1
+        while opNames.contains(name) {
+            name = "\(base)_\(n)"
+            n += 1
+        }
+        opNames.insert(name)
+        return name
+    }
+
+    /// The Kiln value holding an ONNX value, materializing constants as weights
+    /// (initializers and large tensors) or `constant` ops (small folded values).
+    func operand(_ onnxName: String, _ known: Known) throws -> (String, TensorType) {
+        switch known {
+        case .value(let name, let type, _):
+            return (name, type)
+        case .constant(let x):
+            let type = TensorType(x.scalarType, x.shape.map { .size($0) })
+            if let name = materialized[onnxName] { return (name, type) }
+            let isInitializer = initializerNames.contains(onnxName)
+            let name: String
+            if isInitializer || x.elementCount > 64 {
+                name = isInitializer ? onnxName : freshName(onnxName)
+                let data = ByteStorage(Array(x.contiguous().contiguousElements!))
+                weights.append(Weight(name: name, dtype: x.scalarType, shape: x.shape,
+                                      encoding: .dense(WeightBlob(dtype: x.scalarType, shape: x.shape, data: data))))
+            } else {
+                name = freshName(onnxName)
+                let literal = TensorLiteral(dtype: x.scalarType, shape: x.shape, bytes: Array(x.contiguous().contiguousElements!))
+                operations.append(Operation(opType: "constant", name: freshOpName(name), inputs: [],
+                                            outputs: [Value(name: name, type: type)], attributes: ["value": .tensor(literal)]))
+            }
+            materialized[onnxName] = name
+            return (name, type)
+        }
+    }
+}

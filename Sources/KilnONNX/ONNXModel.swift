@@ -1,0 +1,75 @@
+import KilnFormat
+
+/// An ONNX attribute value, decoded.
+enum ONNXAttribute: Sendable {
+    case float(Float)
+    case int(Int)
+    case string(String)
+    case tensor(ONNXTensor)
+    case floats([Float])
+    case ints([Int])
+    case strings([String])
+    case graph
+    case other(String)
+}
+
+/// An ONNX tensor (initializer or attribute value), decoded into an array when its
+/// element type is one Kiln holds.
+struct ONNXTensor: Sendable {
+    var name: String
+    var dims: [Int]
+    /// The values, or why they cannot be used.
+    var value: Result<NDArray, ConvertError>
+}
+
+struct ONNXValueInfo: Sendable {
+    var name: String
+    /// `nil` when the value is not a tensor or has no type.
+    var dtype: Int32?
+    /// `nil` when the rank is unknown.
+    var shape: [Dimension]?
+}
+
+struct ONNXNode: Sendable {
+    var name: String
+    var opType: String
+    var domain: String
+    var inputs: [String]
+    var outputs: [String]
+    var attributes: [String: ONNXAttribute]
+}
+
+struct ONNXGraph: Sendable {
+    var nodes: [ONNXNode]
+    var initializers: [ONNXTensor]
+    var inputs: [ONNXValueInfo]
+    var outputs: [ONNXValueInfo]
+    var valueInfo: [ONNXValueInfo]
+}
+
+struct ONNXModel: Sendable {
+    var irVersion: Int
+    var producerName: String
+    var producerVersion: String
+    var modelVersion: Int
+    var docString: String
+    var opsets: [String: Int]
+    var metadata: [(String, String)]
+    var graph: ONNXGraph
+}
+
+/// Why an ONNX model could not be converted. Prints as `FILE: REASON`.
+public struct ConvertError: Error, Sendable, CustomStringConvertible {
+    /// The ONNX file (or external-data file) involved.
+    public var path: String
+    /// What is wrong.
+    public var reason: String
+
+    /// Creates an error.
+    public init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+    }
+
+    public var description: String { "\(path): \(reason)" }
+}
