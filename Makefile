@@ -1,7 +1,11 @@
 # Kiln build entry points. `make test` is what CI runs.
 SWIFT        ?= swift
-BUILD_FLAGS  ?=
-KILN          = .build/debug/kiln
+CONFIG       ?= release
+# One set of flags for building, running and testing, so nothing is built twice.
+# Tests run optimized (the reference interpreter runs real models) with @testable access.
+SWIFT_FLAGS  ?= -c $(CONFIG) -Xswiftc -enable-testing
+BIN           = .build/$(CONFIG)
+KILN          = $(BIN)/kiln
 PROTOS        = $(wildcard specs/*.proto)
 SPECS_DIR     = Sources/CKilnSpecs
 APT_PACKAGES  = libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
@@ -27,11 +31,11 @@ deps:
 	fi
 
 build: deps
-	$(SWIFT) build $(BUILD_FLAGS)
+	$(SWIFT) build $(SWIFT_FLAGS)
 
 test: deps
-	$(SWIFT) build $(BUILD_FLAGS)
-	$(SWIFT) test --disable-swift-testing $(BUILD_FLAGS)
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	$(SWIFT) test --disable-swift-testing $(SWIFT_FLAGS)
 	$(MAKE) --no-print-directory check-generated
 
 # The main job on the bundled examples.
@@ -40,11 +44,11 @@ run: build
 
 # Regenerates the committed example packages, byte for byte.
 examples: build
-	.build/debug/KilnExamples examples examples
+	$(BIN)/KilnExamples examples examples
 
 # Regenerates the committed corpus of malformed packages used by the tests.
 fixtures: build
-	.build/debug/KilnExamples malformed Tests/Fixtures/malformed
+	$(BIN)/KilnExamples malformed Tests/Fixtures/malformed
 
 # Regenerates the committed protobuf-c code from specs/*.proto.
 proto: deps

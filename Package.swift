@@ -58,6 +58,10 @@ let package = Package(
             dependencies: ["KilnReference", "KilnFormat"]
         ),
         .testTarget(
+            name: "KilnONNXTests",
+            dependencies: ["KilnONNX", "KilnReference", "KilnFormat", "CKilnSpecs"]
+        ),
+        .testTarget(
             name: "KilnRuntimeTests",
             dependencies: ["KilnRuntime"]
         ),

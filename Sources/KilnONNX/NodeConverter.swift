@@ -43,7 +43,7 @@ struct NodeConverter {
             case .floats(let l): out[name] = .floats(l.map(Double.init))
             case .tensor(let t):
                 let x = try c.narrowed(try t.value.get())
-                out[name] = .tensor(TensorLiteral(dtype: x.scalarType, shape: x.shape, bytes: Array(x.contiguous().contiguousElements!)))
+                out[name] = .tensor(TensorLiteral(dtype: x.scalarType, shape: x.shape, bytes: x.bytes))
             default: throw c.fail("node '\(node.name)' (\(node.opType)): attribute '\(k)' has a type Kiln does not support")
             }
         }

@@ -249,12 +249,12 @@ final class Conversion {
             let name: String
             if isInitializer || x.elementCount > 64 {
                 name = isInitializer ? onnxName : freshName(onnxName)
-                let data = ByteStorage(Array(x.contiguous().contiguousElements!))
+                let data = ByteStorage(x.bytes)
                 weights.append(Weight(name: name, dtype: x.scalarType, shape: x.shape,
                                       encoding: .dense(WeightBlob(dtype: x.scalarType, shape: x.shape, data: data))))
             } else {
                 name = freshName(onnxName)
-                let literal = TensorLiteral(dtype: x.scalarType, shape: x.shape, bytes: Array(x.contiguous().contiguousElements!))
+                let literal = TensorLiteral(dtype: x.scalarType, shape: x.shape, bytes: x.bytes)
                 operations.append(Operation(opType: "constant", name: freshOpName(name), inputs: [],
                                             outputs: [Value(name: name, type: type)], attributes: ["value": .tensor(literal)]))
             }

@@ -43,7 +43,7 @@ enum Weights {
     static func widened(_ x: NDArray) throws -> NDArray {
         switch x.scalarType {
         case .float16, .bfloat16, .float64:
-            let values = try floats(WeightBlob(dtype: x.scalarType, shape: x.shape, data: ByteStorage(Array(x.contiguous().contiguousElements!))))
+            let values = try floats(WeightBlob(dtype: x.scalarType, shape: x.shape, data: ByteStorage(x.bytes)))
             return NDArray(shape: x.shape, scalars: values)
         default:
             return x

@@ -36,7 +36,7 @@ enum InspectCommand {
         var rows: [(String, String)] = [("path", path)]
         for (label, value) in [("description", m.description), ("author", m.author),
                                ("license", m.license), ("version", m.version)] where !value.isEmpty {
-            rows.append((label, value))
+            rows.append((label, escaped(value)))
         }
         rows.append(("format", "Kiln package, format version \(model.formatVersion)"))
         rows.append(("parameters", "\(grouped(model.parameterCount)) (\(humanCount(model.parameterCount)))"))
@@ -48,7 +48,7 @@ enum InspectCommand {
         }
         rows.append(("compute", model.computePrecision.rawValue))
         for (i, kv) in m.user.sorted(by: { $0.key < $1.key }).enumerated() {
-            rows.append((i == 0 ? "user metadata" : "", "\(kv.key) = \(kv.value)"))
+            rows.append((i == 0 ? "user metadata" : "", "\(kv.key) = \(escaped(kv.value))"))
         }
         var s = name(model, path: path) + "\n" + table(rows)
 
@@ -63,6 +63,21 @@ enum InspectCommand {
             s += "    outputs\n" + indent(table(f.outputs.map { ($0.name, $0.type.description) }), by: 4)
         }
         return s
+    }
+
+    /// Control characters shown as escapes, so one value stays on one line.
+    static func escaped(_ s: String) -> String {
+        var out = ""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            case "\r": out += "\\r"
+            case _ where u.value < 0x20: out += "\\u{\(String(u.value, radix: 16))}"
+            default: out.unicodeScalars.append(u)
+            }
+        }
+        return out
     }
 
     static func indent(_ text: String, by n: Int) -> String {

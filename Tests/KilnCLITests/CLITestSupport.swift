@@ -7,9 +7,18 @@ let repositoryRoot: String = {
     return url.path
 }()
 
-/// A built executable of this package (`swift build` puts it in `.build/debug`).
+/// A built executable of this package, from the same build directory as the tests
+/// (`.build/<triple>/debug` or `.build/<triple>/release`).
 func productPath(_ name: String) -> String {
-    "\(repositoryRoot)/.build/debug/\(name)"
+    let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    var dir = testBinary.deletingLastPathComponent()
+    // The runner may be inside the .xctest bundle on some platforms.
+    if dir.path.hasSuffix(".xctest") || dir.path.contains(".xctest/") {
+        while dir.path.contains(".xctest") { dir.deleteLastPathComponent() }
+    }
+    let candidate = dir.appendingPathComponent(name).path
+    if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    return "\(repositoryRoot)/.build/debug/\(name)"
 }
 
 struct RunResult {

@@ -24,8 +24,15 @@ public final class ByteStorage: @unchecked Sendable {
 
     /// Copies an array of bytes into new storage.
     /// - Parameter bytes: The bytes to keep.
-    public convenience init(_ bytes: [UInt8]) {
-        self.init(copying: bytes.withUnsafeBytes { $0 })
+    public init(_ bytes: [UInt8]) {
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: max(bytes.count, 1), alignment: 64)
+        bytes.withUnsafeBytes { src in
+            if let base = src.baseAddress, src.count > 0 { memory.copyMemory(from: base, byteCount: src.count) }
+        }
+        baseAddress = UnsafeRawPointer(memory)
+        count = bytes.count
+        owner = nil
+        allocated = memory
     }
 
     /// Wraps memory kept alive by `owner` (for example a mapped file), without copying.

@@ -105,7 +105,7 @@ extension NDArray {
         var out = NDArray.npyMagic + [1, 0]
         out.appendLE(UInt16(header.utf8.count))
         out += Array(header.utf8)
-        if let data = contiguous().contiguousElements { out += Array(data) }
+        out += bytes
         return out
     }
 

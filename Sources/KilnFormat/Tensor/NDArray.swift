@@ -113,6 +113,7 @@ public struct NDArray: @unchecked Sendable {
     }
 
     /// The elements' bytes in C order, or `nil` when the layout is not contiguous.
+    /// The pointer is valid only while this array is alive; prefer ``withUnsafeBytes(_:)``.
     public var contiguousElements: UnsafeRawBufferPointer? {
         guard isContiguous else { return nil }
         return UnsafeRawBufferPointer(start: storage.base + offset * elementSize, count: elementCount * elementSize)
@@ -130,8 +131,20 @@ public struct NDArray: @unchecked Sendable {
     /// - Parameter type: The element type; must match ``scalarType``.
     public func scalars<T: NDArrayScalar>(as type: T.Type) -> [T] {
         let c = contiguous()
-        return Array(c.contiguousElements(as: T.self)!)
+        return withExtendedLifetime(c) { Array(c.contiguousElements(as: T.self)!) }
     }
+
+    /// Runs `body` with the elements' bytes in C order (copying first when not contiguous).
+    /// The bytes are valid only inside `body`.
+    /// - Parameter body: Receives the bytes.
+    /// - Returns: What `body` returns.
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let c = contiguous()
+        return try withExtendedLifetime(c) { try body(c.contiguousElements!) }
+    }
+
+    /// The elements' bytes in C order, copied out.
+    public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
 
     /// A contiguous array with the same elements (itself when already contiguous).
     public func contiguous() -> NDArray {

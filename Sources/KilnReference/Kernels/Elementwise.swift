@@ -189,10 +189,11 @@ enum Elementwise {
         let fromY = gatherFlat(y, indices.enumerated().map { pick[$0.offset] ? 0 : $0.element }, shape: shape)
         var out = fromY
         let size = x.elementSize
-        let src = fromX.contiguousElements!.baseAddress!
-        out.withUnsafeMutableBytes { dst in
-            for i in 0 ..< pick.count where pick[i] {
-                (dst.baseAddress! + i * size).copyMemory(from: src + i * size, byteCount: size)
+        fromX.withUnsafeBytes { src in
+            out.withUnsafeMutableBytes { dst in
+                for i in 0 ..< pick.count where pick[i] {
+                    (dst.baseAddress! + i * size).copyMemory(from: src.baseAddress! + i * size, byteCount: size)
+                }
             }
         }
         return out

@@ -130,6 +130,7 @@ enum LinearAlgebra {
             }
         }
         let outStrides = all.map { l in eq.output.firstIndex(of: l).map { stridesOf(outShape)[$0] } ?? 0 }
+        defer { withExtendedLifetime(ops) {} }
         let ptrs = ops.map { $0.f32 }
         return NDArray.make(outShape, Float.self) { o in
             forEachIndex(extents, strides + [outStrides]) { _, off in

@@ -38,6 +38,7 @@ enum Reduction {
         let input = x.scalarType == .float32 ? x : try Elementwise.cast(x, to: .float32)
         guard input.scalarType == .float32 else { throw OpError("\(op) needs a numeric input") }
         let list = try axesList(x, axes?.isEmpty == true ? nil : axes)
+        defer { withExtendedLifetime(input) {} }
         let p = input.f32
         let result = try reduce(input, axes: list, keepDims: keepDims) { offs in
             switch op {
@@ -54,6 +55,7 @@ enum Reduction {
 
     static func argExtreme(_ x: NDArray, axis: Int, keepDims: Bool, max isMax: Bool, last: Bool) throws -> NDArray {
         let input = x.scalarType == .float32 ? x : try Elementwise.cast(x, to: .float32)
+        defer { withExtendedLifetime(input) {} }
         let p = input.f32
         let stride = stridesOf(x.shape)[axis]
         let r = try reduce(input, axes: [axis], keepDims: keepDims) { offs in
@@ -176,6 +178,7 @@ enum Reduction {
     static func cumsum(_ x: NDArray, axis: Int, exclusive: Bool, reverse: Bool) throws -> NDArray {
         let input = x.scalarType == .float32 ? x : try Elementwise.cast(x, to: .float32)
         let n = x.shape[axis], inner = x.shape[(axis + 1)...].reduce(1, *), outer = x.shape[..<axis].reduce(1, *)
+        defer { withExtendedLifetime(input) {} }
         let p = input.f32
         let r = NDArray.make(x.shape, Float.self) { out in
             for o in 0 ..< outer {
@@ -200,6 +203,7 @@ enum Reduction {
         let inner = x.shape[(axis + 1)...].reduce(1, *), outer = x.shape[..<axis].reduce(1, *)
         var shape = x.shape
         shape[axis] = k
+        defer { withExtendedLifetime(input) {} }
         let p = input.f32
         var values = [Float](repeating: 0, count: outer * k * inner)
         var indices = [Int64](repeating: 0, count: values.count)

@@ -16,6 +16,11 @@ extension NDArray {
     /// The elements as `Int`s (int64, int32, int16, int8, uint8 or bool arrays).
     func intValues() throws -> [Int] {
         let c = contiguous()
+        return try withExtendedLifetime(c) { try c.intValuesOfContiguous() }
+    }
+
+    private func intValuesOfContiguous() throws -> [Int] {
+        let c = self
         switch scalarType {
         case .int64: return c.contiguousElements(as: Int64.self)!.map { Int($0) }
         case .int32: return c.contiguousElements(as: Int32.self)!.map { Int($0) }
@@ -33,10 +38,9 @@ extension NDArray {
 
     /// The elements as `Double`s (any numeric array).
     func doubleValues() throws -> [Double] {
-        let c = contiguous()
         switch scalarType {
-        case .float32: return c.contiguousElements(as: Float.self)!.map { Double($0) }
-        case .float64: return Array(c.contiguousElements(as: Double.self)!)
+        case .float32: return scalars(as: Float.self).map { Double($0) }
+        case .float64: return scalars(as: Double.self)
         default: return try intValues().map { Double($0) }
         }
     }
@@ -61,6 +65,7 @@ func stridesOf(_ shape: [Int]) -> [Int] {
 /// Copies elements by source index: `out[i] = src[indices[i]]`, for any element type.
 func gatherFlat(_ src: NDArray, _ indices: [Int], shape: [Int]) -> NDArray {
     let x = src.contiguous()
+    defer { withExtendedLifetime(x) {} }
     var out = NDArray(shape: shape, scalarType: src.scalarType)
     let size = src.elementSize
     let from = x.contiguousElements!.baseAddress!
