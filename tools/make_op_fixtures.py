@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Generates Tests/Fixtures/ops/cases.json: one-op test cases for Kiln's reference
 interpreter, with expected outputs computed independently by onnxruntime running the
-equivalent ONNX operator.
+equivalent ONNX operator. Each case's ONNX model is saved too, as
+Tests/Fixtures/onnx/ops/<case>.onnx, for the ONNX importer's tests: inputs a case marks
+static become initializers there (the importer turns them into attributes). Cases at older
+opsets test the importer only (their Kiln form is the same op as the newest opset's).
 
 Run by hand (not by `make test`):  pip install onnx onnxruntime numpy && python3 tools/make_op_fixtures.py
 """
@@ -16,7 +19,12 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 21
-OUT = os.path.join(os.path.dirname(__file__), "..", "Tests", "Fixtures", "ops", "cases.json")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "Tests", "Fixtures")
+OUT = os.path.join(ROOT, "ops", "cases.json")
+MODELS = os.path.join(ROOT, "onnx", "ops")
+os.makedirs(MODELS, exist_ok=True)
+for old in os.listdir(MODELS):
+    os.remove(os.path.join(MODELS, old))
 
 # ONNX operator -> Kiln op type (specs/ops.md).
 KILN_OP = {
@@ -92,7 +100,7 @@ def kiln_attr(name, value):
     raise ValueError(f"attribute {name}: {value!r}")
 
 
-def case(name, op, inputs, attrs=None, outputs=1, static=None, kiln_attrs=None, tol=1e-5, opset=OPSET):
+def case(name, op, inputs, attrs=None, outputs=1, static=None, kiln_attrs=None, tol=1e-5, opset=OPSET, onnx_only=False):
     """inputs: list of arrays or None (absent optional input). static: {input index: kiln attribute
     name} moves a constant input into a Kiln attribute (the static form of the op)."""
     attrs = attrs or {}
@@ -116,6 +124,17 @@ def case(name, op, inputs, attrs=None, outputs=1, static=None, kiln_attrs=None, 
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {n: np.asarray(a) for n, a in zip(names, inputs) if a is not None}
     results = sess.run(None, feeds)
+    # The importer's copy: static inputs become initializers.
+    saved = onnx.ModelProto()
+    saved.CopyFrom(model)
+    for i in sorted(static or {}):
+        init = numpy_helper.from_array(np.asarray(inputs[i]), names[i])
+        saved.graph.initializer.append(init)
+        keep = [v for v in saved.graph.input if v.name != names[i]]
+        del saved.graph.input[:]
+        saved.graph.input.extend(keep)
+    with open(os.path.join(MODELS, name + ".onnx"), "wb") as f:
+        f.write(saved.SerializeToString())
     kiln_inputs = []
     kattrs = {ATTR_RENAME.get(k, k): kiln_attr(k, v) for k, v in attrs.items()}
     static = static or {}
@@ -132,7 +151,8 @@ def case(name, op, inputs, attrs=None, outputs=1, static=None, kiln_attrs=None, 
     while kiln_inputs and kiln_inputs[-1] is None:
         kiln_inputs.pop()
     kattrs.update(kiln_attrs or {})
-    cases.append({"name": name, "onnx": op, "op": KILN_OP[op], "attributes": kattrs, "inputs": kiln_inputs,
+    cases.append({"name": name, "onnx": op, "opset": opset, "onnxOnly": onnx_only, "op": KILN_OP.get(op, ""),
+                  "attributes": kattrs, "inputs": kiln_inputs,
                   "outputs": [tensor_json(r) for r in results], "tolerance": tol})
 
 
@@ -422,9 +442,50 @@ case("resize_linear_3d_trilinear", "Resize", [f32(1, 1, 2, 3, 4), None, np.array
 case("resize_static_scales", "Resize", [rimg, None, np.array([1, 1, 1.5, 2.0], dtype=np.float32)], {"mode": "linear"},
      static={2: "scales"}, tol=1e-4)
 
+# Older opsets: attributes where newer opsets take inputs, and older semantics.
+sq = f32(1, 3, 1, 4)
+case("opset9_slice_attributes", "Slice", [s], {"starts": [1, -3], "ends": [3, 100], "axes": [0, 2]}, opset=9, onnx_only=True)
+case("opset11_squeeze_attribute", "Squeeze", [sq], {"axes": [0, 2]}, opset=11, onnx_only=True)
+case("opset11_unsqueeze_attribute", "Unsqueeze", [f32(3, 4)], {"axes": [0, 3]}, opset=11, onnx_only=True)
+case("opset11_split_attribute", "Split", [f32(2, 7)], {"axis": 1, "split": [3, 4]}, outputs=2, opset=11, onnx_only=True)
+case("opset13_split_input", "Split", [f32(2, 7), i64([5, 2])], {"axis": 1}, outputs=2, opset=13, onnx_only=True)
+case("opset13_split_equal", "Split", [f32(6, 3)], {}, outputs=3, opset=13, onnx_only=True)
+case("opset6_clip_attributes", "Clip", [x], {"min": -0.5, "max": 0.7}, opset=6, onnx_only=True)
+case("opset11_clip_inputs", "Clip", [x, np.array(-0.1, dtype=np.float32), None], opset=11, onnx_only=True)
+case("opset2_pad_attributes", "Pad", [pd], {"pads": [1, 0, 0, 2], "value": 3.0}, opset=2, onnx_only=True)
+case("opset2_pad_reflect", "Pad", [pd], {"pads": [1, 2, 1, 2], "mode": "reflect"}, opset=2, onnx_only=True)
+case("opset11_pad_inputs", "Pad", [pd, i64([0, 1, 1, 0]), np.array(-2.0, dtype=np.float32)], opset=11, onnx_only=True)
+case("opset11_reduce_sum_attribute", "ReduceSum", [r], {"axes": [0, 2], "keepdims": 0}, opset=11, onnx_only=True)
+case("opset13_reduce_mean_attribute", "ReduceMean", [r], {"axes": [-1]}, opset=13, onnx_only=True)
+case("opset13_reduce_max_all", "ReduceMax", [r], {"keepdims": 0}, opset=13, onnx_only=True)
+case("opset11_softmax_coerced", "Softmax", [f32(2, 3, 4, lo=-3, hi=3)], {"axis": 1}, opset=11, onnx_only=True)
+case("opset11_softmax_default", "Softmax", [f32(2, 3, 4, lo=-3, hi=3)], opset=11, onnx_only=True)
+case("opset11_log_softmax_last", "LogSoftmax", [f32(2, 3, 4, lo=-3, hi=3)], {"axis": 2}, opset=11, onnx_only=True)
+case("opset1_topk_attribute", "TopK", [f32(3, 6)], {"k": 2}, outputs=2, opset=1, onnx_only=True)
+case("opset10_resize_scales", "Resize", [rimg, np.array([1, 1, 2, 2], dtype=np.float32)], {"mode": "nearest"}, opset=10, onnx_only=True)
+case("opset10_resize_linear", "Resize", [rimg, np.array([1, 1, 1.5, 2], dtype=np.float32)], {"mode": "linear"}, opset=10, onnx_only=True, tol=1e-4)
+case("opset9_upsample", "Upsample", [rimg, np.array([1, 1, 2, 3], dtype=np.float32)], {"mode": "nearest"}, opset=9, onnx_only=True)
+case("opset11_resize_sizes", "Resize", [rimg, np.array([], dtype=np.float32), np.array([], dtype=np.float32), i64([1, 2, 5, 7])],
+     {"mode": "cubic", "coordinate_transformation_mode": "align_corners"}, opset=11, onnx_only=True, tol=1e-4)
+case("opset13_resize_scales_static", "Resize", [rimg, None, np.array([1, 1, 0.6, 0.5], dtype=np.float32)],
+     {"mode": "linear"}, static={2: "scales"}, opset=13, onnx_only=True, tol=1e-4)
+case("opset9_batch_norm", "BatchNormalization", [f32(2, 3, 4), f32(3), f32(3), f32(3), f32(3, lo=0.5, hi=2)], opset=9, onnx_only=True)
+case("opset12_dropout", "Dropout", [x], opset=12, onnx_only=True)
+case("opset7_dropout", "Dropout", [x], {"ratio": 0.3}, opset=7, onnx_only=True)
+case("opset11_gemm", "Gemm", [f32(3, 5), f32(4, 5), f32(4)], {"transB": 1}, opset=11, onnx_only=True)
+case("opset11_flatten", "Flatten", [f32(2, 3, 4)], {"axis": 2}, opset=11, onnx_only=True)
+case("opset11_cumsum", "CumSum", [f32(3, 4), np.array(1, dtype=np.int32)], opset=11, onnx_only=True)
+case("opset13_cast_double", "Cast", [x], {"to": TensorProto.DOUBLE}, opset=13, onnx_only=True)
+case("opset13_argmax", "ArgMax", [f32(3, 4)], {"axis": 1, "keepdims": 0}, opset=13, onnx_only=True)
+case("opset7_add_broadcast", "Add", [f32(2, 3), f32(3)], opset=7, onnx_only=True)
+case("opset17_layer_norm", "LayerNormalization", [f32(2, 5), f32(5), f32(5)], opset=17, onnx_only=True)
+case("opset20_gelu", "Gelu", [x], {"approximate": "tanh"}, opset=20, onnx_only=True)
+case("opset11_range", "Range", [np.array(0, dtype=np.int32), np.array(7, dtype=np.int32), np.array(2, dtype=np.int32)], opset=11, onnx_only=True)
+case("opset11_reshape_static", "Reshape", [t, i64([3, -1])], static={1: "shape"}, opset=11, onnx_only=True)
+
 # Kiln ops with no single ONNX twin: expected values from NumPy.
 def manual(name, op, inputs, attrs, outputs, tol=1e-5):
-    cases.append({"name": name, "onnx": None, "op": op, "attributes": attrs,
+    cases.append({"name": name, "onnx": None, "opset": None, "onnxOnly": False, "op": op, "attributes": attrs,
                   "inputs": [None if a is None else tensor_json(a) for a in inputs],
                   "outputs": [tensor_json(o) for o in outputs], "tolerance": tol})
 

@@ -234,7 +234,7 @@ struct NodeConverter {
         case "Clip":
             var attrs = try attributes(node, only: ["min", "max"])
             var inputs = [input(node, 0)]
-            for (i, key) in [(1, "min"), (2, "max")] where !input(node, i).isEmpty {
+            for (i, key) in [(1, "min"), (2, "max")] {
                 if let x = constant(input(node, i)), x.elementCount == 1 {
                     attrs[key] = .float(try floatValues(x)[0])
                     inputs.append("")

@@ -26,8 +26,10 @@ extension OpSet {
                     if axes.isEmpty, try ctx.attributes.int("noop_with_empty_axes", 0) != 0 { return [x] }
                     return [TensorType(x.dtype, try reduced(x, axes: axes.isEmpty ? nil : axes, keepDims: keep))]
                 }
-                if ctx.optionalInput(1) != nil {
-                    return [keep ? TensorType(x.dtype, unknownDims(x.rank)) : nil]
+                if let axes = ctx.optionalInput(1) {
+                    if keep { return [TensorType(x.dtype, unknownDims(x.rank))] }
+                    // Without keepdims the rank drops by the number of axes, when that is known.
+                    return [staticLength(axes).map { TensorType(x.dtype, unknownDims(max(0, x.rank - $0))) }]
                 }
                 if try ctx.attributes.int("noop_with_empty_axes", 0) != 0 { return [x] }
                 return [TensorType(x.dtype, try reduced(x, axes: nil, keepDims: keep))]
