@@ -49,7 +49,7 @@ KILN_OP = {
     "Expand": "expand", "Tile": "tile", "Pad": "pad", "Resize": "resize",
     "DepthToSpace": "depth_to_space", "SpaceToDepth": "space_to_depth", "Shape": "shape",
     "Size": "size", "ConstantOfShape": "constant_of_shape", "Range": "range", "CumSum": "cumsum",
-    "TopK": "top_k", "Einsum": "einsum", "Identity": "identity",
+    "TopK": "top_k", "Einsum": "einsum", "Identity": "identity", "LSTM": "lstm", "GRU": "gru",
 }
 ATTR_RENAME = {"transA": "trans_a", "transB": "trans_b"}
 DTYPE = {"float32": "float32", "float16": "float16", "float64": "float64", "int64": "int64",
@@ -94,6 +94,8 @@ def kiln_attr(name, value):
     if isinstance(value, float):
         return {"float": value}
     if isinstance(value, (list, tuple)):
+        if all(isinstance(v, (str, bytes)) for v in value):
+            return {"strings": [v.decode() if isinstance(v, bytes) else v for v in value]}
         if all(isinstance(v, int) for v in value):
             return {"ints": list(value)}
         return {"floats": [float(v) for v in value]}
@@ -441,6 +443,33 @@ case("resize_linear_3d_trilinear", "Resize", [f32(1, 1, 2, 3, 4), None, np.array
      {"mode": "linear"}, tol=1e-4)
 case("resize_static_scales", "Resize", [rimg, None, np.array([1, 1, 1.5, 2.0], dtype=np.float32)], {"mode": "linear"},
      static={2: "scales"}, tol=1e-4)
+
+# Recurrent layers.
+S, B, I, H = 4, 2, 3, 5
+def rnn(gates, dirs, bias=True):
+    w = f32(dirs, gates * H, I, lo=-0.6, hi=0.6)
+    r = f32(dirs, gates * H, H, lo=-0.6, hi=0.6)
+    b = f32(dirs, 2 * gates * H, lo=-0.3, hi=0.3) if bias else None
+    return w, r, b
+xs = f32(S, B, I, lo=-2, hi=2)
+w, r_, b = rnn(4, 1)
+case("lstm_forward", "LSTM", [xs, w, r_, b], {"hidden_size": H}, outputs=3)
+w, r_, _ = rnn(4, 1, bias=False)
+case("lstm_reverse_no_bias", "LSTM", [xs, w, r_], {"hidden_size": H, "direction": "reverse"}, outputs=3)
+w, r_, b = rnn(4, 2)
+case("lstm_bidirectional_states_lengths_peepholes", "LSTM",
+     [xs, w, r_, b, np.array([4, 2], dtype=np.int32), f32(2, B, H), f32(2, B, H), f32(2, 3 * H)],
+     {"hidden_size": H, "direction": "bidirectional"}, outputs=3)
+w, r_, b = rnn(4, 1)
+case("lstm_clip_activations", "LSTM", [xs, w, r_, b], {"hidden_size": H, "clip": 0.5,
+     "activations": ["HardSigmoid", "Tanh", "Relu"], "activation_alpha": [0.3], "activation_beta": [0.4]}, outputs=3)
+w, r_, b = rnn(3, 1)
+case("gru_forward", "GRU", [xs, w, r_, b], {"hidden_size": H}, outputs=2)
+w, r_, b = rnn(3, 2)
+case("gru_bidirectional_linear_before_reset", "GRU", [xs, w, r_, b, np.array([3, 4], dtype=np.int32), f32(2, B, H)],
+     {"hidden_size": H, "direction": "bidirectional", "linear_before_reset": 1}, outputs=2)
+w, r_, b = rnn(3, 1)
+case("gru_reverse", "GRU", [xs, w, r_, b], {"hidden_size": H, "direction": "reverse"}, outputs=2)
 
 # Older opsets: attributes where newer opsets take inputs, and older semantics.
 sq = f32(1, 3, 1, 4)

@@ -41,6 +41,7 @@ struct NodeConverter {
             case .string(let s): out[name] = .string(s)
             case .ints(let l): out[name] = .ints(l)
             case .floats(let l): out[name] = .floats(l.map(Double.init))
+            case .strings(let l): out[name] = .strings(l)
             case .tensor(let t):
                 let x = try c.narrowed(try t.value.get())
                 out[name] = .tensor(TensorLiteral(dtype: x.scalarType, shape: x.shape, bytes: x.bytes))

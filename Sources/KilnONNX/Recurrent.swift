@@ -1,8 +1,13 @@
 import KilnFormat
 
-/// LSTM and GRU conversion.
+/// LSTM and GRU: the ONNX operators map one to one onto Kiln's `lstm` and `gru`.
 enum Recurrent {
     static func convert(_ node: ONNXNode, _ converter: NodeConverter) throws {
-        throw converter.c.fail("node '\(node.name)': \(node.opType) is not supported yet")
+        let isLSTM = node.opType == "LSTM"
+        let attrs = try converter.attributes(node, only: ["hidden_size", "direction", "activations", "activation_alpha",
+                                                           "activation_beta", "clip", "layout", "input_forget", "linear_before_reset"])
+        var outputs = node.outputs
+        while outputs.count < (isLSTM ? 3 : 2) { outputs.append("") }
+        try converter.emit(node, isLSTM ? "lstm" : "gru", node.inputs, attrs, outputs: outputs)
     }
 }

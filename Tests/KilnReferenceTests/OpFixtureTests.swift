@@ -57,6 +57,7 @@ public final class OpFixtureTests: XCTestCase {
         case "ints": return .ints((value as! [NSNumber]).map(\.intValue))
         case "floats": return .floats((value as! [Any]).map(number))
         case "dtype": return .dtype(DataType(rawValue: value as! String)!)
+        case "strings": return .strings(value as! [String])
         default:
             let t = array(value as! [String: Any])
             let bytes = Array(t.contiguousElements!)

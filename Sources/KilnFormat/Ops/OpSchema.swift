@@ -119,6 +119,15 @@ extension Dictionary where Key == String, Value == AttributeValue {
         }
     }
 
+    /// A strings attribute, or `nil` when absent.
+    public func strings(_ name: String) throws -> [String]? {
+        switch self[name] {
+        case nil: return nil
+        case .strings(let v)?: return v
+        case let v?: throw OpError("attribute '\(name)' must be strings, got \(v.kind.rawValue)")
+        }
+    }
+
     /// A floats attribute, or `nil` when absent.
     public func floats(_ name: String) throws -> [Double]? {
         switch self[name] {

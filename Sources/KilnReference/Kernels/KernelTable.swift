@@ -208,6 +208,10 @@ enum KernelTable {
                 let (v, i) = try Reduction.topK(x, k: k, axis: try OpSet.normalize(axis: axis, rank: x.rank), largest: largest)
                 return [v, i]
             }
+        case "lstm", "gru":
+            let gates = op.opType == "lstm" ? 4 : 3
+            _ = try Recurrent.Config(a, gates: gates)
+            return { inputs in try Recurrent.run(inputs, a, gates: gates) }
         default:
             return try MovementKernels.kernel(for: op)
         }

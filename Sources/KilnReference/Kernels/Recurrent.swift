@@ -1,0 +1,181 @@
+import KilnFormat
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// LSTM and GRU over a sequence, forward, reverse or both (ONNX semantics: gate order
+/// i, o, f, c for LSTM and z, r, h for GRU; biases W then R; optional peepholes,
+/// sequence lengths, initial states, clipping and activations).
+enum Recurrent {
+    struct Activation {
+        var f: (Float) -> Float
+    }
+
+    static func activation(_ name: String, alpha: Float?, beta: Float?) throws -> Activation {
+        switch name.lowercased() {
+        case "sigmoid": return Activation { Elementwise.sigmoid($0) }
+        case "tanh": return Activation { tanhf($0) }
+        case "relu": return Activation { max(0, $0) }
+        case "hardsigmoid":
+            let a = alpha ?? 0.2, b = beta ?? 0.5
+            return Activation { max(0, min(1, a * $0 + b)) }
+        case "leakyrelu":
+            let a = alpha ?? 0.01
+            return Activation { $0 >= 0 ? $0 : a * $0 }
+        case "affine":
+            let a = alpha ?? 1, b = beta ?? 0
+            return Activation { a * $0 + b }
+        case "scaledtanh":
+            let a = alpha ?? 1, b = beta ?? 1
+            return Activation { a * tanhf(b * $0) }
+        default: throw OpError("activation '\(name)' is not supported")
+        }
+    }
+
+    struct Config {
+        var hidden: Int
+        var directions: Int
+        var reverseOnly: Bool
+        var clip: Float?
+        var batchFirst: Bool
+        var activations: [Activation]
+        var linearBeforeReset: Bool
+
+        init(_ a: [String: AttributeValue], gates: Int) throws {
+            hidden = try a.int("hidden_size", 0)
+            let direction = try a.string("direction", "forward")
+            directions = direction == "bidirectional" ? 2 : 1
+            reverseOnly = direction == "reverse"
+            clip = a["clip"] != nil ? Float(try a.float("clip", 0)) : nil
+            batchFirst = try a.int("layout", 0) != 0
+            linearBeforeReset = try a.int("linear_before_reset", 0) != 0
+            if try a.int("input_forget", 0) != 0 { throw OpError("input_forget is not supported") }
+            let perDirection = gates == 4 ? ["Sigmoid", "Tanh", "Tanh"] : ["Sigmoid", "Tanh"]
+            let names = try a.strings("activations") ?? Array((0 ..< directions).map { _ in perDirection }.joined())
+            guard names.count == perDirection.count * directions else {
+                throw OpError("activations needs \(perDirection.count * directions) names, got \(names.count)")
+            }
+            let alphas = try a.floats("activation_alpha"), betas = try a.floats("activation_beta")
+            activations = try names.enumerated().map { i, n in
+                try activation(n, alpha: alphas.flatMap { i < $0.count ? Float($0[i]) : nil }, beta: betas.flatMap { i < $0.count ? Float($0[i]) : nil })
+            }
+        }
+    }
+
+    /// Runs LSTM (`gates` = 4) or GRU (`gates` = 3).
+    static func run(_ inputs: [NDArray?], _ attributes: [String: AttributeValue], gates: Int) throws -> [NDArray] {
+        let c = try Config(attributes, gates: gates)
+        guard let x0 = inputs[0], let w = inputs[1], let r = inputs[2] else { throw OpError("X, W and R are required") }
+        guard x0.scalarType == .float32, x0.rank == 3 else { throw OpError("X must be float32 of rank 3") }
+        let x = c.batchFirst ? x0.transposed([1, 0, 2]).contiguous() : x0
+        let (seq, batch, inputSize) = (x.shape[0], x.shape[1], x.shape[2])
+        let h = c.hidden, dirs = c.directions
+        guard w.shape == [dirs, gates * h, inputSize], r.shape == [dirs, gates * h, h] else {
+            throw OpError("W \(w.shape) or R \(r.shape) does not fit \(dirs) direction(s), hidden \(h), input \(inputSize)")
+        }
+        let b = inputs.count > 3 ? inputs[3] : nil
+        if let b, b.shape != [dirs, 2 * gates * h] { throw OpError("B must be [\(dirs), \(2 * gates * h)], got \(b.shape)") }
+        let lens = try (inputs.count > 4 ? inputs[4] : nil).map { try $0.intValues() } ?? Array(repeating: seq, count: batch)
+        guard lens.count == batch, lens.allSatisfy({ $0 >= 0 && $0 <= seq }) else { throw OpError("sequence_lens must hold \(batch) lengths ≤ \(seq)") }
+        let stateShape = [dirs, batch, h]
+        let h0 = inputs.count > 5 ? inputs[5] : nil, c0 = gates == 4 && inputs.count > 6 ? inputs[6] : nil
+        let p = gates == 4 && inputs.count > 7 ? inputs[7] : nil
+        for (t, name) in [(h0, "initial_h"), (c0, "initial_c")] {
+            if let t, t.shape != (c.batchFirst ? [batch, dirs, h] : stateShape) { throw OpError("\(name) has shape \(t.shape)") }
+        }
+        if let p, p.shape != [dirs, 3 * h] { throw OpError("P must be [\(dirs), \(3 * h)]") }
+        let initialH = h0.map { c.batchFirst ? $0.transposed([1, 0, 2]).contiguous() : $0 }
+        let initialC = c0.map { c.batchFirst ? $0.transposed([1, 0, 2]).contiguous() : $0 }
+        let px = x.f32, pw = w.f32, pr = r.f32, pb = b?.f32, pp = p?.f32
+        let ph0 = initialH?.f32, pc0 = initialC?.f32
+        var y = [Float](repeating: 0, count: seq * dirs * batch * h)
+        var finalH = [Float](repeating: 0, count: dirs * batch * h), finalC = finalH
+        var pre = [Float](repeating: 0, count: gates * h)
+        for d in 0 ..< dirs {
+            let reverse = c.reverseOnly || d == 1
+            let f = c.activations[d * (gates == 4 ? 3 : 2)], g = c.activations[d * (gates == 4 ? 3 : 2) + 1]
+            let hAct = gates == 4 ? c.activations[d * 3 + 2] : g
+            let wd = pw.baseAddress! + d * gates * h * inputSize, rd = pr.baseAddress! + d * gates * h * h
+            for n in 0 ..< batch {
+                var hs = (0 ..< h).map { ph0?[(d * batch + n) * h + $0] ?? 0 }
+                var cs = (0 ..< h).map { pc0?[(d * batch + n) * h + $0] ?? 0 }
+                for step in 0 ..< lens[n] {
+                    let t = reverse ? lens[n] - 1 - step : step
+                    let xt = px.baseAddress! + (t * batch + n) * inputSize
+                    // pre = W·x + R·h + biases, per gate row.
+                    for row in 0 ..< gates * h {
+                        var s: Float = 0
+                        let wr = wd + row * inputSize
+                        for k in 0 ..< inputSize { s += wr[k] * xt[k] }
+                        if let pb { s += pb[d * 2 * gates * h + row] }
+                        pre[row] = s
+                    }
+                    if gates == 4 {
+                        for row in 0 ..< 4 * h {
+                            var s: Float = 0
+                            let rr = rd + row * h
+                            for k in 0 ..< h { s += rr[k] * hs[k] }
+                            if let pb { s += pb[d * 8 * h + 4 * h + row] }
+                            pre[row] += s
+                        }
+                        func clipped(_ v: Float) -> Float { c.clip.map { max(-$0, min($0, v)) } ?? v }
+                        for j in 0 ..< h {
+                            let peep = { (k: Int) -> Float in pp.map { $0[d * 3 * h + k * h + j] } ?? 0 }
+                            let i = f.f(clipped(pre[j] + peep(0) * cs[j]))
+                            let fg = f.f(clipped(pre[2 * h + j] + peep(2) * cs[j]))
+                            let cand = g.f(clipped(pre[3 * h + j]))
+                            cs[j] = fg * cs[j] + i * cand
+                            let o = f.f(clipped(pre[h + j] + peep(1) * cs[j]))
+                            pre[j] = o * hAct.f(cs[j])
+                        }
+                        for j in 0 ..< h { hs[j] = pre[j] }
+                    } else {
+                        func clipped(_ v: Float) -> Float { c.clip.map { max(-$0, min($0, v)) } ?? v }
+                        var rh = [Float](repeating: 0, count: 3 * h)
+                        for row in 0 ..< 3 * h {
+                            var s: Float = 0
+                            let rr = rd + row * h
+                            if row < 2 * h || c.linearBeforeReset {
+                                for k in 0 ..< h { s += rr[k] * hs[k] }
+                            }
+                            if let pb { s += pb[d * 6 * h + 3 * h + row] }
+                            rh[row] = s
+                        }
+                        var next = hs
+                        let z = (0 ..< h).map { f.f(clipped(pre[$0] + rh[$0])) }
+                        let rg = (0 ..< h).map { f.f(clipped(pre[h + $0] + rh[h + $0])) }
+                        let gated = (0 ..< h).map { rg[$0] * hs[$0] }
+                        for j in 0 ..< h {
+                            var candidate: Float
+                            if c.linearBeforeReset {
+                                candidate = pre[2 * h + j] + rg[j] * rh[2 * h + j]
+                            } else {
+                                var s: Float = 0
+                                let rr = rd + (2 * h + j) * h
+                                for k in 0 ..< h { s += rr[k] * gated[k] }
+                                candidate = pre[2 * h + j] + s + rh[2 * h + j]
+                            }
+                            let hh = g.f(clipped(candidate))
+                            next[j] = (1 - z[j]) * hh + z[j] * hs[j]
+                        }
+                        hs = next
+                    }
+                    for j in 0 ..< h { y[((t * dirs + d) * batch + n) * h + j] = hs[j] }
+                }
+                for j in 0 ..< h {
+                    finalH[(d * batch + n) * h + j] = hs[j]
+                    finalC[(d * batch + n) * h + j] = cs[j]
+                }
+            }
+        }
+        var outY = NDArray(shape: [seq, dirs, batch, h], scalars: y)
+        var outH = NDArray(shape: stateShape, scalars: finalH), outC = NDArray(shape: stateShape, scalars: finalC)
+        if c.batchFirst {
+            outY = outY.transposed([2, 0, 1, 3]).contiguous()
+            outH = outH.transposed([1, 0, 2]).contiguous()
+            outC = outC.transposed([1, 0, 2]).contiguous()
+        }
+        return gates == 4 ? [outY, outH, outC] : [outY, outH]
+    }
+}
