@@ -231,6 +231,17 @@ struct NodeConverter {
             }
             if dtype == .float64 { dtype = .float32 }
             let e = elements(input(node, 0))
+            let source = input(node, 0)
+            if let x = constant(source), c.sourceConstants.contains(source), [.float16, .bfloat16].contains(x.scalarType), dtype == .float32 {
+                // A stated float16 weight widened for compute stays float16 in the package.
+                let (name, _) = try c.operand(source, .constant(x))
+                let out = c.freshName(node.outputs[0])
+                c.operations.append(Operation(opType: "cast", name: c.freshOpName(node.name.isEmpty ? "cast" : node.name), inputs: [name],
+                                              outputs: [Value(name: out, type: TensorType(.float32, x.shape.map { .size($0) }))],
+                                              attributes: ["to": .dtype(.float32)], source: node.name))
+                c.values[node.outputs[0]] = .value(name: out, type: TensorType(.float32, x.shape.map { .size($0) }), elements: nil)
+                return
+            }
             try emit(node, "cast", [input(node, 0)], ["to": .dtype(dtype)], elements: [e])
         case "Clip":
             var attrs = try attributes(node, only: ["min", "max"])
@@ -425,6 +436,7 @@ struct NodeConverter {
         default: throw c.fail("Constant node '\(node.name)': \(key) is not supported")
         }
         c.values[node.outputs[0]] = .constant(x)
+        c.sourceConstants.insert(node.outputs[0])
     }
 
     func softmax(_ node: ONNXNode) throws {

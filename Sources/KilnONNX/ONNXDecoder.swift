@@ -22,10 +22,11 @@ enum ONNXDecoder {
 
     /// Reads and decodes an ONNX file.
     static func read(_ path: String) throws -> ONNXModel {
-        let bytes: [UInt8]
-        do {
-            bytes = try readFile(path)
-        }
+        try decode(try readFile(path), path: path)
+    }
+
+    /// Decodes the bytes of an ONNX file; `path` names it in errors and locates external data.
+    static func decode(_ bytes: [UInt8], path: String) throws -> ONNXModel {
         guard let m = bytes.withUnsafeBufferPointer({ kiln_onnx__model_proto__unpack(nil, $0.count, $0.baseAddress) }) else {
             throw ConvertError(path: path, reason: "not a valid ONNX model (the protobuf is truncated or malformed)")
         }

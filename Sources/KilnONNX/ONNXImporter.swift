@@ -32,7 +32,15 @@ public enum ONNXImporter {
     /// - Returns: The validated portable model.
     /// - Throws: ``ConvertError`` naming the file and every problem found.
     public static func convert(contentsOf path: String, options: ConvertOptions = ConvertOptions()) throws -> PortableModel {
-        let onnx = try ONNXDecoder.read(path)
+        try convert(try ONNXDecoder.read(path), path: path, options: options)
+    }
+
+    /// Converts an ONNX model held in memory; `path` names it in errors.
+    package static func convert(bytes: [UInt8], path: String, options: ConvertOptions = ConvertOptions()) throws -> PortableModel {
+        try convert(try ONNXDecoder.decode(bytes, path: path), path: path, options: options)
+    }
+
+    static func convert(_ onnx: ONNXModel, path: String, options: ConvertOptions) throws -> PortableModel {
         var name = options.name ?? String(path.split(separator: "/").last ?? "model")
         if options.name == nil, name.hasSuffix(".onnx") { name.removeLast(5) }
         let conversion = Conversion(model: onnx, path: path)
@@ -94,6 +102,9 @@ final class Conversion {
     var materialized: [String: String] = [:]
     var valueInfo: [String: ONNXValueInfo] = [:]
     lazy var initializerNames = Set(model.graph.initializers.map(\.name))
+    /// Values the model states as constants (initializers and Constant nodes), as opposed
+    /// to values folded from them.
+    var sourceConstants = Set<String>()
 
     init(model: ONNXModel, path: String) {
         self.model = model
@@ -114,8 +125,11 @@ final class Conversion {
             counts[key] = (previous + 1, domain.isEmpty ? "ai.onnx" : domain, model.opsets[domain] ?? 0)
         }
         guard counts.isEmpty else {
-            let list = counts.sorted { $0.key < $1.key }.map { key, v in
-                "\(key.split(separator: "|", omittingEmptySubsequences: false).last!) ×\(v.0) (\(v.1), opset \(v.2))"
+            // ai.onnx first, then other domains; by operator name within a domain.
+            let list = counts.map { key, v in
+                (key.split(separator: "|", omittingEmptySubsequences: false).map(String.init), v)
+            }.sorted { ($0.0[0], $0.0[1]) < ($1.0[0], $1.0[1]) }.map { key, v in
+                "\(key[1]) ×\(v.0) (\(v.1), opset \(v.2))"
             }
             throw fail("unsupported operators: " + list.joined(separator: ", "))
         }
@@ -127,6 +141,7 @@ final class Conversion {
         for t in graph.initializers {
             values[t.name] = .constant(try narrowed(try t.value.get()))
             usedNames.insert(t.name)
+            sourceConstants.insert(t.name)
         }
         var inputs: [Argument] = []
         for v in graph.inputs where values[v.name] == nil {
@@ -190,9 +205,9 @@ final class Conversion {
                     let name = inputs[next]
                     if name.isEmpty || values[name] != nil { continue }
                     guard let p = producer[name] else {
-                        throw fail("node '\(nodes[i].name)' (\(nodes[i].opType)) reads '\(name)', which no node, input or initializer defines")
+                        throw fail("\(label(nodes[i], i)) reads '\(name)', which no node, input or initializer defines")
                     }
-                    if state[p] == 1 { throw fail("the graph has a cycle through node '\(nodes[p].name)' (\(nodes[p].opType))") }
+                    if state[p] == 1 { throw fail("the graph has a cycle through \(label(nodes[p], p))") }
                     if state[p] == 0 {
                         state[p] = 1
                         stack.append((p, 0))
@@ -205,6 +220,11 @@ final class Conversion {
             }
         }
         return order
+    }
+
+    /// `node 'name' (Op)`, or `node #3 (Op)` for an unnamed node.
+    func label(_ node: ONNXNode, _ index: Int) -> String {
+        node.name.isEmpty ? "node #\(index) (\(node.opType))" : "node '\(node.name)' (\(node.opType))"
     }
 
     /// float64 tensors become float32 (Kiln computes in float32).
@@ -247,7 +267,9 @@ final class Conversion {
             if let name = materialized[onnxName] { return (name, type) }
             let isInitializer = initializerNames.contains(onnxName)
             let name: String
-            if isInitializer || x.elementCount > 64 {
+            // Stated float tensors (not scalars) are parameters: weights. Small folded values,
+            // scalars and integer shape parameters are constant ops.
+            if isInitializer || x.elementCount > 64 || (sourceConstants.contains(onnxName) && x.scalarType.isFloatingPoint && x.rank > 0) {
                 name = isInitializer ? onnxName : freshName(onnxName)
                 let data = ByteStorage(x.bytes)
                 weights.append(Weight(name: name, dtype: x.scalarType, shape: x.shape,

@@ -26,6 +26,9 @@ extension OpSet {
                   kernel.allSatisfy({ $0 > 0 }) else {
                 throw OpError("strides, dilations and kernel sizes must be positive and pads non-negative")
             }
+            guard (strides + dilations + pads + kernel).allSatisfy({ $0 <= 1 << 24 }) else {
+                throw OpError("strides, dilations, pads and kernel sizes must be at most 2^24")
+            }
             guard ["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"].contains(autoPad) else {
                 throw OpError("unknown auto_pad '\(autoPad)'")
             }
@@ -134,18 +137,20 @@ extension OpSet {
                 }
                 let window = try Window(ctx.attributes, kernel: kernel)
                 let outPad = try ctx.attributes.ints("output_padding") ?? Array(repeating: 0, count: kernel.count)
+                guard outPad.count == kernel.count else { throw OpError("output_padding must have \(kernel.count) entries") }
                 let channels: Dimension = w.shape[1].size.map { .size($0 * group) } ?? .unknown
                 var dims = [x.shape[0], channels]
                 if let shape = try ctx.attributes.ints("output_shape") {
+                    guard shape.count >= kernel.count, shape.allSatisfy({ $0 >= 0 }) else { throw OpError("output_shape must end in \(kernel.count) sizes") }
                     dims += shape.suffix(kernel.count).map { .size($0) }
                 } else {
                     for i in 0 ..< kernel.count {
                         guard let n = x.shape[i + 2].size else { dims.append(.unknown); continue }
-                        let full = window.strides[i] * (n - 1) + outPad[i] + (kernel[i] - 1) * window.dilations[i] + 1
+                        let full = window.strides[i] &* (n - 1) &+ outPad[i] &+ (kernel[i] - 1) &* window.dilations[i] &+ 1
                         if window.autoPad == "SAME_UPPER" || window.autoPad == "SAME_LOWER" {
-                            dims.append(.size(n * window.strides[i]))
+                            dims.append(.size(n &* window.strides[i]))
                         } else {
-                            dims.append(.size(full - window.pads[i] - window.pads[i + kernel.count]))
+                            dims.append(.size(full &- window.pads[i] &- window.pads[i + kernel.count]))
                         }
                     }
                 }

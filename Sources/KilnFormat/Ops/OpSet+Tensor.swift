@@ -2,16 +2,17 @@
 extension OpSet {
     /// Resolves a slice's start/end/step for one dim of size `n` (ONNX clamping rules).
     public static func sliceRange(start: Int, end: Int, step: Int, size n: Int) -> (start: Int, count: Int) {
-        var s = start < 0 ? start + n : start
-        var e = end < 0 ? end + n : end
+        var s = start < 0 ? start &+ n : start
+        var e = end < 0 ? end &+ n : end
         if step > 0 {
             s = min(max(s, 0), n)
             e = min(max(e, 0), n)
-            return (s, e > s ? (e - s + step - 1) / step : 0)
+            return (s, e > s ? (e - s - 1) / step + 1 : 0)
         } else {
             s = min(max(s, -1), n - 1)
             e = min(max(e, -1), n - 1)
-            return (s, s > e ? (s - e - step - 1) / -step : 0)
+            let magnitude = step == Int.min ? Int.max : -step
+            return (s, s > e ? (s - e - 1) / magnitude + 1 : 0)
         }
     }
 
@@ -88,7 +89,7 @@ extension OpSet {
                         try requireEqual(dims[i], t.shape[i], "concat dim \(i)")
                         if dims[i].size == nil, t.shape[i].size != nil { dims[i] = t.shape[i] }
                     }
-                    if let n = t.shape[a].size, let s = total { total = s + n } else { total = nil }
+                    if let n = t.shape[a].size, let s = total { total = s &+ n } else { total = nil }
                 }
                 dims[a] = total.map { .size($0) } ?? .unknown
                 return [TensorType(all[0].dtype, dims)]
@@ -162,7 +163,7 @@ extension OpSet {
                 let x = try ctx.input(0)
                 guard let r = try ctx.attributes.ints("repeats") else { return [TensorType(x.dtype, unknownDims(x.rank))] }
                 guard r.count == x.rank, r.allSatisfy({ $0 >= 0 }) else { throw OpError("repeats must have \(x.rank) non-negative entries") }
-                return [TensorType(x.dtype, zip(x.shape, r).map { d, n in d.size.map { .size($0 * n) } ?? (n == 1 ? d : .unknown) })]
+                return [TensorType(x.dtype, zip(x.shape, r).map { d, n in d.size.map { .size($0 &* n) } ?? (n == 1 ? d : .unknown) })]
             },
             op("pad", ["x", "pads?", "constant_value?", "axes?"], ["pads": .ints, "mode": .string, "value": .float, "axes": .ints]) { ctx in
                 let x = try ctx.input(0)
@@ -173,7 +174,7 @@ extension OpSet {
                 guard pads.count == 2 * axes.count else { throw OpError("pads must have \(2 * axes.count) entries") }
                 var dims = x.shape
                 for (k, a) in axes.enumerated() {
-                    dims[a] = x.shape[a].size.map { .size($0 + pads[k] + pads[k + axes.count]) } ?? .unknown
+                    dims[a] = x.shape[a].size.map { .size($0 &+ pads[k] &+ pads[k + axes.count]) } ?? .unknown
                 }
                 return [TensorType(x.dtype, dims)]
             },
@@ -196,7 +197,9 @@ extension OpSet {
                 } else if let scales = try ctx.attributes.floats("scales") {
                     guard scales.count == axes.count else { throw OpError("scales must have \(axes.count) entries") }
                     for (k, a) in axes.enumerated() {
-                        dims[a] = x.shape[a].size.map { .size(Int((Double($0) * scales[k]).rounded(.down))) } ?? .unknown
+                        let size = x.shape[a].size.map { (Double($0) * scales[k]).rounded(.down) }
+                        guard size.map({ $0.isFinite && $0 >= 0 && $0 < 9e18 }) ?? true else { throw OpError("scale \(scales[k]) is invalid") }
+                        dims[a] = size.map { .size(Int($0)) } ?? .unknown
                     }
                 } else {
                     return [TensorType(x.dtype, unknownDims(x.rank))]
@@ -207,14 +210,15 @@ extension OpSet {
                 let x = try ctx.input(0)
                 let b = try ctx.attributes.int("blocksize", 1)
                 guard x.rank == 4, b >= 1 else { throw OpError("depth_to_space needs rank-4 input and blocksize ≥ 1") }
+                guard b <= 1 << 16 else { throw OpError("blocksize \(b) is too large") }
                 if let c = x.shape[1].size, c % (b * b) != 0 { throw OpError("channels \(c) not divisible by blocksize² \(b * b)") }
                 func scale(_ d: Dimension, _ f: (Int) -> Int) -> Dimension { d.size.map { .size(f($0)) } ?? .unknown }
-                return [TensorType(x.dtype, [x.shape[0], scale(x.shape[1]) { $0 / (b * b) }, scale(x.shape[2]) { $0 * b }, scale(x.shape[3]) { $0 * b }])]
+                return [TensorType(x.dtype, [x.shape[0], scale(x.shape[1]) { $0 / (b &* b) }, scale(x.shape[2]) { $0 &* b }, scale(x.shape[3]) { $0 &* b }])]
             },
             op("space_to_depth", ["x"], ["blocksize!": .int]) { ctx in
                 let x = try ctx.input(0)
                 let b = try ctx.attributes.int("blocksize", 1)
-                guard x.rank == 4, b >= 1 else { throw OpError("space_to_depth needs rank-4 input and blocksize ≥ 1") }
+                guard x.rank == 4, b >= 1, b <= 1 << 16 else { throw OpError("space_to_depth needs rank-4 input and blocksize 1…65536") }
                 func scale(_ d: Dimension, _ f: (Int) -> Int) -> Dimension { d.size.map { .size(f($0)) } ?? .unknown }
                 return [TensorType(x.dtype, [x.shape[0], scale(x.shape[1]) { $0 * b * b }, scale(x.shape[2]) { $0 / b }, scale(x.shape[3]) { $0 / b }])]
             },

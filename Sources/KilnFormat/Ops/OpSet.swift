@@ -119,7 +119,7 @@ public enum OpSet {
         var p = 1
         for d in dims {
             guard let n = d.size else { return .unknown }
-            p *= n
+            p = p &* n
         }
         return .size(p)
     }

@@ -27,6 +27,7 @@ enum Convolution {
         let kernel = Array(w.shape[2...])
         let window = try OpSet.Window(attributes, kernel: kernel)
         let g = Geometry(window: window, input: Array(x.shape[2...]))
+        _ = try checkedShape([batch, outChannels] + g.output)
         let spatialIn = g.input.reduce(1, *), spatialOut = g.output.reduce(1, *), kernelSize = kernel.reduce(1, *)
         let cinG = channels / group, coutG = outChannels / group
         let px = x.f32.baseAddress!, pw = w.f32.baseAddress!, pb = bias?.f32
@@ -97,9 +98,11 @@ enum Convolution {
         let window = try OpSet.Window(attributes, kernel: kernel)
         let input = Array(x.shape[2...])
         let outPad = try attributes.ints("output_padding") ?? Array(repeating: 0, count: d)
+        guard outPad.count == d, outPad.allSatisfy({ $0 >= 0 && $0 <= 1 << 24 }) else { throw OpError("output_padding must have \(d) small non-negative entries") }
         var padBegin = [Int](repeating: 0, count: d)
         var output = [Int](repeating: 0, count: d)
         let explicit = try attributes.ints("output_shape").map { Array($0.suffix(d)) }
+        if let explicit, explicit.count != d || explicit.contains(where: { $0 < 0 }) { throw OpError("output_shape must end in \(d) sizes") }
         for i in 0 ..< d {
             let full = window.strides[i] * (input[i] - 1) + outPad[i] + (kernel[i] - 1) * window.dilations[i] + 1
             if let explicit {
@@ -116,6 +119,7 @@ enum Convolution {
             }
         }
         if let bias, bias.shape != [outChannels] { throw OpError("conv_transpose: bias does not fit \(outChannels) channels") }
+        _ = try checkedShape([batch, outChannels] + output)
         let spatialIn = input.reduce(1, *), spatialOut = output.reduce(1, *), kernelSize = kernel.reduce(1, *)
         let px = x.f32, pw = w.f32, pb = bias?.f32
         let inStrides = stridesOf(input), outStrides = stridesOf(output), kStrides = stridesOf(kernel)
@@ -160,6 +164,7 @@ enum Convolution {
         }
         let window = try OpSet.Window(attributes, kernel: kernel)
         let g = Geometry(window: window, input: Array(x.shape[2...]))
+        _ = try checkedShape([x.shape[0], x.shape[1]] + g.output)
         let includePad = try attributes.int("count_include_pad", 0) != 0
         let planes = x.shape[0] * x.shape[1]
         let spatialIn = g.input.reduce(1, *), spatialOut = g.output.reduce(1, *)

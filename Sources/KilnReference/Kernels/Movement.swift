@@ -11,7 +11,7 @@ enum Movement {
             guard rest > 0, x.elementCount % rest == 0 else { throw OpError("cannot reshape \(x.shape) to \(target)") }
             shape[hole] = x.elementCount / rest
         }
-        guard shape.reduce(1, *) == x.elementCount else { throw OpError("cannot reshape \(x.shape) to \(target)") }
+        guard elementCount(shape) == x.elementCount, shape.allSatisfy({ $0 >= 0 }) else { throw OpError("cannot reshape \(x.shape) to \(target)") }
         return x.reshaped(shape)
     }
 
@@ -194,7 +194,7 @@ enum Movement {
     }
 
     static func expand(_ x: NDArray, _ shape: [Int]) throws -> NDArray {
-        let out = try broadcastShapes([x.shape, shape])
+        let out = try checkedShape(try broadcastShapes([x.shape, shape]))
         var map: [Int] = []
         map.reserveCapacity(out.reduce(1, *))
         forEachIndex(out, [broadcastStrides(x.shape, to: out)]) { _, off in map.append(off[0]) }
@@ -203,7 +203,8 @@ enum Movement {
 
     static func tile(_ x: NDArray, _ repeats: [Int]) throws -> NDArray {
         guard repeats.count == x.rank, repeats.allSatisfy({ $0 >= 0 }) else { throw OpError("repeats must have \(x.rank) non-negative entries") }
-        let shape = zip(x.shape, repeats).map { $0 * $1 }
+        guard repeats.allSatisfy({ $0 <= maximumElements }) else { throw OpError("repeats \(repeats) are too large") }
+        let shape = try checkedShape(zip(x.shape, repeats).map { $0 * $1 })
         let strides = stridesOf(x.shape)
         var map: [Int] = []
         map.reserveCapacity(shape.reduce(1, *))
@@ -230,8 +231,10 @@ enum Movement {
             begin[a] = pads[k]
             end[a] = pads[k + axes.count]
         }
+        guard pads.allSatisfy({ abs($0) <= maximumElements }) else { throw OpError("pads \(pads) are too large") }
         let shape = x.shape.indices.map { x.shape[$0] + begin[$0] + end[$0] }
         guard shape.allSatisfy({ $0 >= 0 }) else { throw OpError("pads \(pads) remove more than the input has") }
+        _ = try checkedShape(shape)
         let strides = stridesOf(x.shape)
         // Source index per output element; -1 marks the constant.
         var map: [Int] = []
@@ -298,7 +301,7 @@ enum Movement {
         let (s, l, d) = (try start.doubleValues(), try limit.doubleValues(), try delta.doubleValues())
         guard s.count == 1, l.count == 1, d.count == 1, d[0] != 0 else { throw OpError("range needs scalar start, limit and a nonzero delta") }
         let count = max(0, Int(((l[0] - s[0]) / d[0]).rounded(.up)))
-        guard count < 1 << 31 else { throw OpError("range of \(count) elements is too large") }
+        guard count <= maximumElements else { throw OpError("range of \(count) elements is too large") }
         let values = (0 ..< count).map { s[0] + Double($0) * d[0] }
         switch start.scalarType {
         case .float32: return NDArray(shape: [count], scalars: values.map { Float($0) })
@@ -309,7 +312,7 @@ enum Movement {
     }
 
     static func constantOfShape(_ shape: [Int], value: TensorLiteral?) throws -> NDArray {
-        guard shape.allSatisfy({ $0 >= 0 }), elementCount(shape) != nil else { throw OpError("invalid shape \(shape)") }
+        _ = try checkedShape(shape)
         let literal = value ?? TensorLiteral(dtype: .float32, shape: [1], bytes: [0, 0, 0, 0])
         let one = try Literal.array(literal)
         return try expand(one.reshaped([]), shape)

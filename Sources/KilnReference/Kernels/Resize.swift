@@ -53,18 +53,24 @@ enum Resize {
                 let s = o.policy == "not_larger" ? ratios.min() ?? 1 : ratios.max() ?? 1
                 for a in axes {
                     scale[a] = s
-                    outShape[a] = Int((s * Double(x.shape[a])).rounded(.toNearestOrAwayFromZero))
+                    let size = (s * Double(x.shape[a])).rounded(.toNearestOrAwayFromZero)
+                    guard size.isFinite, size <= Double(maximumElements) else { throw OpError("sizes are too large") }
+                    outShape[a] = Int(size)
                 }
             }
         } else if let scales {
             guard scales.count == axes.count, scales.allSatisfy({ $0 > 0 }) else { throw OpError("scales must have \(axes.count) positive entries") }
             for (k, a) in axes.enumerated() {
                 scale[a] = scales[k]
-                outShape[a] = Int((Double(x.shape[a]) * scales[k]).rounded(.down))
+                let size = (Double(x.shape[a]) * scales[k]).rounded(.down)
+                guard size.isFinite, size <= Double(maximumElements) else { throw OpError("scale \(scales[k]) is too large") }
+                outShape[a] = Int(size)
             }
         } else {
             throw OpError("resize needs scales or sizes")
         }
+        guard scale.allSatisfy({ $0.isFinite && $0 > 0 }) else { throw OpError("resize scales must be positive") }
+        _ = try checkedShape(outShape)
         var roiStart = [Double](repeating: 0, count: x.rank), roiEnd = [Double](repeating: 1, count: x.rank)
         if o.transform == "tf_crop_and_resize" {
             guard let roi, roi.count == 2 * axes.count else { throw OpError("tf_crop_and_resize needs an roi of \(2 * axes.count) values") }

@@ -51,6 +51,18 @@ extension NDArray {
     }
 }
 
+/// The largest result the reference interpreter allocates (2^28 elements, 1 GiB of
+/// float32); a shape beyond it comes from bad parameters, not a real model.
+let maximumElements = 1 << 28
+
+/// Checks that a result shape computed from parameters is sane before allocating it.
+func checkedShape(_ shape: [Int]) throws -> [Int] {
+    guard shape.allSatisfy({ $0 >= 0 }), let n = elementCount(shape), n <= maximumElements else {
+        throw OpError("result shape \(shape) is negative or too large")
+    }
+    return shape
+}
+
 /// Row-major strides of a shape.
 func stridesOf(_ shape: [Int]) -> [Int] {
     var s = [Int](repeating: 1, count: shape.count)

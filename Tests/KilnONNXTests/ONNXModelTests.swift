@@ -1,0 +1,166 @@
+import Foundation
+import KilnFormat
+@testable import KilnONNX
+import KilnReference
+import XCTest
+
+/// Whole-model fixtures (tools/make_onnx_fixtures.py): structure the importer must keep or
+/// fold, and models it must refuse with a clear error.
+final class ONNXModelTests: XCTestCase {
+    let dir = "\(repositoryRoot)/Tests/Fixtures/onnx/models"
+
+    struct Expected {
+        var inputs: [String: NDArray]
+        var outputs: [String: NDArray]
+    }
+
+    lazy var expected: [String: Expected] = {
+        let json = try! JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(dir)/models.json"))) as! [String: Any]
+        var out: [String: Expected] = [:]
+        for c in json["cases"] as! [[String: Any]] {
+            out[c["name"] as! String] = Expected(
+                inputs: (c["inputs"] as! [String: [String: Any]]).mapValues(ONNXOpTests.array),
+                outputs: (c["outputs"] as! [String: [String: Any]]).mapValues(ONNXOpTests.array))
+        }
+        return out
+    }()
+
+    @discardableResult
+    func convertAndCheck(_ name: String, file: StaticString = #filePath, line: UInt = #line) throws -> PortableModel {
+        let model = try ONNXImporter.convert(contentsOf: "\(dir)/\(name).onnx")
+        let e = try XCTUnwrap(expected[name], "no expected outputs for \(name)")
+        let out = try ReferenceInterpreter(model: model, function: "main").run(e.inputs)
+        for (k, want) in e.outputs { assertMatches(out[k], want, "\(name) \(k)", file: file, line: line) }
+        return model
+    }
+
+    func testWeightsOnlyInConstantNodesBecomeWeights() throws {
+        let model = try convertAndCheck("constants_only")
+        XCTAssertEqual(Set(model.weights.map(\.name)), ["W", "B"])
+        XCTAssertEqual(model.parameterCount, 12 + 3)
+    }
+
+    func testDynamicShapeSubgraphFoldsIntoStaticReshapes() throws {
+        let model = try convertAndCheck("shape_subgraph")
+        let ops = model.functions[0].operations
+        XCTAssertEqual(ops.map(\.opType), ["reshape", "transpose", "reshape"])
+        XCTAssertEqual(ops[0].attributes["shape"], .ints([0, 0, 2, 4]))
+        XCTAssertEqual(ops[0].outputs[0].type.description, "float32[batch, seq, 2, 4]")
+        XCTAssertEqual(ops[2].attributes["shape"], .ints([0, -1]))
+        XCTAssertEqual(model.functions[0].outputs[0].type.shape.first, "batch")
+        // Another batch and sequence length run through the same package.
+        let x = NDArray(shape: [3, 5, 8], scalars: (0 ..< 120).map(Float.init))
+        let out = try ReferenceInterpreter(model: model, function: "main").run(["x": x])["y"]!
+        XCTAssertEqual(out.shape, [3, 40])
+    }
+
+    func testIdentityChainsVanish() throws {
+        let model = try convertAndCheck("identity_chain")
+        let f = model.functions[0]
+        XCTAssertEqual(f.operations.map(\.opType), ["neg"])
+        XCTAssertEqual(f.outputs.map(\.value), [f.operations[0].outputs[0].name, "x"])
+    }
+
+    func testUnnamedDimsAndWrongDeclaredShapes() throws {
+        let model = try convertAndCheck("unnamed_dims_wrong_declared")
+        XCTAssertEqual(model.functions[0].inputs[0].type.description, "float32[?, 6]")
+        XCTAssertEqual(model.functions[0].outputs[0].type.description, "float32[?, 6]")
+    }
+
+    func testMetadataCarriesOver() throws {
+        let model = try convertAndCheck("metadata")
+        XCTAssertEqual(model.metadata.name, "metadata")
+        XCTAssertEqual(model.metadata.description, "Absolute values.")
+        XCTAssertEqual(model.metadata.version, "7")
+        XCTAssertEqual(model.metadata.user["onnx.producer_name"], "kiln-fixtures")
+        XCTAssertEqual(model.metadata.user["onnx.producer_version"], "1.2.3")
+        XCTAssertEqual(model.metadata.user["author"], "fixtures")
+        XCTAssertEqual(model.metadata.user["labels"], "a,b")
+        XCTAssertEqual(model.metadata.user["onnx.opset"], "ai.onnx 17")
+    }
+
+    func testExternalDataIsReadFromBesideTheModel() throws {
+        let model = try convertAndCheck("external_data")
+        XCTAssertEqual(model.weights.map(\.name), ["W"])
+        XCTAssertThrowsError(try ONNXImporter.convert(contentsOf: "\(dir)/external_escape.onnx")) { error in
+            XCTAssertEqual("\(error)", "\(self.dir)/external_escape.onnx: tensor 'W': external data location '../outside.bin' is outside the model's folder")
+        }
+    }
+
+    func testUnsortedNodesAndInitializersListedAsInputs() throws {
+        try convertAndCheck("unsorted_nodes")
+        let model = try convertAndCheck("initializer_as_input")
+        XCTAssertEqual(model.functions[0].inputs.map(\.name), ["x"])
+    }
+
+    func testFloat16WeightsStayFloat16AndFloat64Narrows() throws {
+        let model = try convertAndCheck("float16_weights")
+        XCTAssertEqual(model.weights.map(\.dtype), [.float16])
+        XCTAssertEqual(model.storagePrecisions.map(\.storage), ["float16"])
+        try convertAndCheck("float64_constant")
+    }
+
+    func testUnsupportedOperatorsAreListedTogether() throws {
+        XCTAssertThrowsError(try ONNXImporter.convert(contentsOf: "\(dir)/unsupported_ops.onnx")) { error in
+            XCTAssertEqual("\(error)", "\(self.dir)/unsupported_ops.onnx: unsupported operators: If ×1 (ai.onnx, opset 17), Frobnicate ×2 (com.example, opset 3)")
+        }
+        XCTAssertThrowsError(try ONNXImporter.convert(contentsOf: "\(dir)/unsupported_loop.onnx")) { error in
+            XCTAssertEqual("\(error)", "\(self.dir)/unsupported_loop.onnx: unsupported operators: Loop ×1 (ai.onnx, opset 17)")
+        }
+    }
+
+    func testMalformedModelsGetClearErrors() {
+        let cases = [
+            "truncated": "not a valid ONNX model (the protobuf is truncated or malformed)",
+            "wrong_wire_type": "not a valid ONNX model (the protobuf is truncated or malformed)",
+            "not_onnx": "not a valid ONNX model (the protobuf is truncated or malformed)",
+            "tensor_length_mismatch": "tensor 'W' holds 48 bytes of raw data, but float32[4, 4] needs 64",
+            "undefined_input": "node #0 (MatMul) reads 'nowhere', which no node, input or initializer defines",
+        ]
+        for (name, reason) in cases {
+            let path = "\(dir)/\(name).onnx"
+            XCTAssertThrowsError(try ONNXImporter.convert(contentsOf: path), name) { error in
+                XCTAssertEqual("\(error)", "\(path): \(reason)")
+            }
+        }
+        XCTAssertThrowsError(try ONNXImporter.convert(contentsOf: "\(dir)/missing.onnx")) { error in
+            XCTAssertTrue("\(error)".hasPrefix("\(self.dir)/missing.onnx: cannot open"), "\(error)")
+        }
+    }
+
+    /// Byte-level mutations of valid ONNX models give a model or a ConvertError, never a crash.
+    func testTenThousandMutationsNeverCrash() throws {
+        var state: UInt64 = 4242
+        func next() -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int(truncatingIfNeeded: state >> 33)
+        }
+        let sources = try ["shape_subgraph", "constants_only", "metadata", "float16_weights"].map {
+            [UInt8](try Data(contentsOf: URL(fileURLWithPath: "\(dir)/\($0).onnx")))
+        } + [[UInt8](try Data(contentsOf: URL(fileURLWithPath: "\(repositoryRoot)/Tests/Fixtures/onnx/ops/conv_groups.onnx")))]
+        var (converted, refused) = (0, 0)
+        for i in 0 ..< 10_000 {
+            var b = sources[i % sources.count]
+            for _ in 0 ... next() % 3 {
+                switch next() % 4 {
+                case 0: b[next() % b.count] ^= UInt8(1 << (next() % 8))
+                case 1: b[next() % b.count] = UInt8(truncatingIfNeeded: next())
+                case 2: b[next() % b.count] = [0x00, 0x7F, 0x80, 0xFF][next() % 4]
+                default: b.removeLast(next() % max(b.count / 4, 1))
+                }
+                if b.isEmpty { break }
+            }
+            do {
+                _ = try ONNXImporter.convert(bytes: b, path: "mutant.onnx")
+                converted += 1
+            } catch is ConvertError {
+                refused += 1
+            } catch {
+                XCTFail("mutation \(i) raised \(error)")
+            }
+        }
+        XCTAssertEqual(converted + refused, 10_000)
+        XCTAssertGreaterThan(refused, 100)
+        XCTAssertGreaterThan(converted, 100, "some mutations should still convert and exercise the importer")
+    }
+}

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Builds small whole-model ONNX fixtures for the importer's tests, in
+Tests/Fixtures/onnx/models/: structural cases (weights only in Constant nodes, dynamic
+shape subgraphs, Identity chains, unnamed dims, wrong declared shapes, metadata, external
+data, unsorted nodes, float16 and float64 tensors) with onnxruntime's outputs in
+models.json, and broken or unsupported models the importer must refuse.
+Run by hand: python3 tools/make_onnx_fixtures.py"""
+import json
+import math
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "Tests", "Fixtures", "onnx", "models")
+os.makedirs(OUT, exist_ok=True)
+for old in os.listdir(OUT):
+    os.remove(os.path.join(OUT, old))
+rng = np.random.default_rng(1)
+cases = []
+
+
+def number(v):
+    v = float(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return int(v) if float(v).is_integer() and abs(v) < 2**53 else v
+
+
+def tensor_json(a):
+    a = np.asarray(a)
+    return {"dtype": {"float32": "float32", "int64": "int64", "int32": "int32", "bool": "bool", "float16": "float16"}[a.dtype.name],
+            "shape": list(a.shape), "data": [bool(v) if a.dtype == np.bool_ else number(v) for v in a.reshape(-1).tolist()]}
+
+
+def save(name, model, feeds=None, check=True):
+    model.ir_version = min(model.ir_version or 10, 10)
+    if check:
+        onnx.checker.check_model(model)
+    path = os.path.join(OUT, name + ".onnx")
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    if feeds is not None:
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        results = sess.run(None, feeds)
+        cases.append({"name": name, "inputs": {k: tensor_json(v) for k, v in feeds.items()},
+                      "outputs": {o.name: tensor_json(r) for o, r in zip(sess.get_outputs(), results)}})
+
+
+def f32(*shape):
+    return rng.uniform(-1, 1, size=shape).astype(np.float32)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, **kw):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], **kw)
+
+
+# Weights only in Constant nodes (no initializers).
+w, b = f32(4, 3), f32(3)
+save("constants_only", model(
+    [helper.make_node("Constant", [], ["W"], value=numpy_helper.from_array(w)),
+     helper.make_node("Constant", [], ["B"], value_floats=b.tolist()),
+     helper.make_node("Constant", [], ["k"], value_float=0.5),
+     helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "B"], ["a"]),
+     helper.make_node("Mul", ["a", "k"], ["m"]), helper.make_node("Relu", ["m"], ["y"])],
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])]), {"x": f32(5, 4)})
+
+# A dynamic shape subgraph: Shape → Gather → Unsqueeze → Concat → Reshape over [batch, seq, 8].
+i64 = lambda v: numpy_helper.from_array(np.array(v, dtype=np.int64))
+save("shape_subgraph", model(
+    [helper.make_node("Shape", ["x"], ["s"]),
+     helper.make_node("Constant", [], ["i0"], value=i64(0)), helper.make_node("Constant", [], ["i1"], value=i64(1)),
+     helper.make_node("Gather", ["s", "i0"], ["b"], axis=0), helper.make_node("Gather", ["s", "i1"], ["t"], axis=0),
+     helper.make_node("Constant", [], ["ax"], value=i64([0])),
+     helper.make_node("Unsqueeze", ["b", "ax"], ["bu"]), helper.make_node("Unsqueeze", ["t", "ax"], ["tu"]),
+     helper.make_node("Constant", [], ["rest"], value=i64([2, 4])),
+     helper.make_node("Concat", ["bu", "tu", "rest"], ["shape"], axis=0),
+     helper.make_node("Reshape", ["x", "shape"], ["r"]),
+     helper.make_node("Transpose", ["r"], ["tr"], perm=[0, 2, 1, 3]),
+     helper.make_node("Mul", ["t", "i1"], ["t1"]),
+     helper.make_node("Constant", [], ["neg"], value=i64([-1])),
+     helper.make_node("Concat", ["bu", "neg"], ["flat_shape"], axis=0),
+     helper.make_node("Reshape", ["tr", "flat_shape"], ["y"])],
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 8])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "flat"])]), {"x": f32(2, 3, 8)})
+
+# Identity chains and Dropout vanish; an output may be an input.
+save("identity_chain", model(
+    [helper.make_node("Identity", ["x"], ["a"]), helper.make_node("Identity", ["a"], ["b"]),
+     helper.make_node("Dropout", ["b"], ["c"]), helper.make_node("Neg", ["c"], ["y"]),
+     helper.make_node("Identity", ["x"], ["same"])],
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("same", TensorProto.FLOAT, [2, 3])]),
+    {"x": f32(2, 3)})
+
+# Unnamed dynamic dims and wrong declared output shapes.
+x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 6])
+save("unnamed_dims_wrong_declared", model(
+    [helper.make_node("Relu", ["x"], ["y"])], [x_info],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [7, 7, 7])]), {"x": f32(3, 6)}, check=False)
+
+# Metadata.
+m = model([helper.make_node("Abs", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+          producer_name="kiln-fixtures", producer_version="1.2.3", doc_string="Absolute values.", model_version=7)
+helper.set_model_props(m, {"author": "fixtures", "labels": "a,b"})
+save("metadata", m, {"x": np.array([-1.5, 2.0], dtype=np.float32)})
+
+# External data beside the model.
+big = f32(16, 8)
+m = model([helper.make_node("MatMul", ["x", "W"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])], [numpy_helper.from_array(big, "W")])
+onnx.external_data_helper.convert_model_to_external_data(m, all_tensors_to_one_file=True, location="external_data.bin", size_threshold=0)
+onnx.save_model(m, os.path.join(OUT, "external_data.onnx"))
+sess = ort.InferenceSession(os.path.join(OUT, "external_data.onnx"), providers=["CPUExecutionProvider"])
+xin = f32(1, 16)
+cases.append({"name": "external_data", "inputs": {"x": tensor_json(xin)}, "outputs": {"y": tensor_json(sess.run(None, {"x": xin})[0])}})
+# The same model pointing outside its folder.
+for t in m.graph.initializer:
+    for e in t.external_data:
+        if e.key == "location":
+            e.value = "../outside.bin"
+save("external_escape", m, check=False)
+
+# Nodes out of topological order.
+m = model([helper.make_node("Relu", ["h"], ["y"]), helper.make_node("Neg", ["x"], ["h"])],
+          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+save("unsorted_nodes", m, {"x": np.array([1.0, -2.0, 3.0], dtype=np.float32)}, check=False)
+
+# float16 weights (kept float16 in the package) and float64 constants (narrowed).
+w16 = f32(3, 2).astype(np.float16)
+save("float16_weights", model(
+    [helper.make_node("Cast", ["W16"], ["W"], to=TensorProto.FLOAT), helper.make_node("MatMul", ["x", "W"], ["y"])],
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+    [numpy_helper.from_array(w16, "W16")]), {"x": f32(2, 3)})
+save("float64_constant", model(
+    [helper.make_node("Constant", [], ["d"], value=numpy_helper.from_array(np.array([0.25, 2.0], dtype=np.float64))),
+     helper.make_node("Cast", ["d"], ["f"], to=TensorProto.FLOAT), helper.make_node("Mul", ["x", "f"], ["y"])],
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])]),
+    {"x": np.array([4.0, 3.0], dtype=np.float32)})
+
+# Initializers listed as graph inputs too (IR < 4 style): they are constants, not inputs.
+m = model([helper.make_node("Add", ["x", "c"], ["y"])],
+          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]), helper.make_tensor_value_info("c", TensorProto.FLOAT, [2])],
+          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], [numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "c")])
+save("initializer_as_input", m, check=False)
+cases.append({"name": "initializer_as_input", "inputs": {"x": tensor_json(np.array([0.5, 0.5], np.float32))},
+              "outputs": {"y": tensor_json(np.array([1.5, 2.5], np.float32))}})
+
+# Unsupported: control flow and custom domains, listed together.
+then_g = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])])
+else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2])])
+m = model([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+           helper.make_node("Constant", [], ["zero"], value_float=0.0),
+           helper.make_node("Greater", ["s", "zero"], ["cond"]),
+           helper.make_node("If", ["cond"], ["i"], then_branch=then_g, else_branch=else_g),
+           helper.make_node("Frobnicate", ["i"], ["f1"], domain="com.example"),
+           helper.make_node("Frobnicate", ["f1"], ["y"], domain="com.example")],
+          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+m.opset_import.append(helper.make_opsetid("com.example", 3))
+save("unsupported_ops", m, check=False)
+m = model([helper.make_node("Loop", ["", "", "x"], ["y"], body=then_g)],
+          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+save("unsupported_loop", m, check=False)
+
+# Malformed models.
+valid = model([helper.make_node("MatMul", ["x", "W"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], [numpy_helper.from_array(f32(4, 3), "W")])
+data = valid.SerializeToString()
+with open(os.path.join(OUT, "truncated.onnx"), "wb") as f:
+    f.write(data[: len(data) * 2 // 3])
+bad = onnx.ModelProto()
+bad.CopyFrom(valid)
+bad.graph.initializer[0].dims[:] = [4, 4]
+save("tensor_length_mismatch", bad, check=False)
+bad = onnx.ModelProto()
+bad.CopyFrom(valid)
+bad.graph.node[0].input[1] = "nowhere"
+del bad.graph.initializer[:]
+save("undefined_input", bad, check=False)
+with open(os.path.join(OUT, "wrong_wire_type.onnx"), "wb") as f:
+    # Field 7 (graph, a message) written as a varint.
+    f.write(bytes([0x08, 0x08, 0x38, 0x05]))
+with open(os.path.join(OUT, "not_onnx.onnx"), "wb") as f:
+    f.write(b"this is not a protobuf \xff\xff\xff\xff")
+
+with open(os.path.join(OUT, "models.json"), "w") as f:
+    json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))
+    f.write("\n")
+print(f"wrote {len(os.listdir(OUT))} files")
