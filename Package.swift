@@ -34,6 +34,10 @@ let package = Package(
             dependencies: ["KilnFormat"]
         ),
         .target(
+            name: "KilnCompression",
+            dependencies: ["KilnFormat"]
+        ),
+        .target(
             name: "KilnONNX",
             dependencies: ["KilnFormat", "KilnReference", "CKilnSpecs"]
         ),
@@ -43,7 +47,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "kiln",
-            dependencies: ["KilnRuntime", "KilnReference", "KilnONNX", "KilnFormat"]
+            dependencies: ["KilnRuntime", "KilnReference", "KilnONNX", "KilnCompression", "KilnFormat"]
         ),
         .executableTarget(
             name: "KilnExamples",
@@ -60,6 +64,10 @@ let package = Package(
         .testTarget(
             name: "KilnONNXTests",
             dependencies: ["KilnONNX", "KilnReference", "KilnFormat", "CKilnSpecs"]
+        ),
+        .testTarget(
+            name: "KilnCompressionTests",
+            dependencies: ["KilnCompression", "KilnReference", "KilnONNX", "KilnFormat"]
         ),
         .testTarget(
             name: "KilnRuntimeTests",

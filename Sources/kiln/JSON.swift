@@ -1,9 +1,12 @@
+import Foundation
+
 /// A JSON value with ordered object keys, so output is stable and readable.
 enum JSON {
     case object([(String, JSON)])
     case array([JSON])
     case string(String)
     case int(Int)
+    case number(Double)
     case bool(Bool)
     case null
 
@@ -24,6 +27,7 @@ enum JSON {
             return "[\n" + items.map { inner + $0.rendered(indent: indent + 1) }.joined(separator: ",\n") + "\n\(pad)]"
         case .string(let s): return JSON.quote(s)
         case .int(let n): return String(n)
+        case .number(let v): return v.isFinite ? String(format: "%.6g", v) : "null"
         case .bool(let b): return b ? "true" : "false"
         case .null: return "null"
         }

@@ -13,6 +13,7 @@ enum Kiln {
         (InspectCommand.spec, InspectCommand.run),
         (MetaCommand.spec, MetaCommand.run),
         (ConvertCommand.spec, ConvertCommand.run),
+        (OptimizeCommand.spec, OptimizeCommand.run),
         (RunCommand.spec, RunCommand.run),
     ]
 

@@ -14,6 +14,7 @@ public enum PackageWriter {
         try model.validate()
         let (contents, blobs) = layout(model)
         let staged = "\(path).tmp-\(getpid())"
+        try FileSystem.makeDirectories(FileSystem.parentDirectory(of: path))
         FileSystem.removeTree(staged)
         try FileSystem.makeDirectory(staged)
         do {

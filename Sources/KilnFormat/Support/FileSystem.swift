@@ -94,6 +94,14 @@ enum FileSystem {
         return dir.isEmpty ? "/" : dir
     }
 
+    /// Creates `path` and any missing parents.
+    static func makeDirectories(_ path: String) throws {
+        if kind(of: path).isDirectory { return }
+        let parent = parentDirectory(of: path)
+        if parent != path, !kind(of: parent).exists { try makeDirectories(parent) }
+        guard mkdir(path, 0o755) == 0 || errno == EEXIST else { throw errnoError(path, "mkdir") }
+    }
+
     static func makeDirectory(_ path: String) throws {
         guard mkdir(path, 0o755) == 0 else { throw errnoError(path, "mkdir") }
     }
