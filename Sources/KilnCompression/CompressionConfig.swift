@@ -85,9 +85,6 @@ public struct CompressionSetting: Sendable, Hashable {
         }
         lutDtype = try string("lut_dtype", ["float32", "float16"])
         if let t = try int("weight_threshold", { $0 >= 0 }, "a non-negative integer") { weightThreshold = t }
-        if mode == "unique", json["nbits"] != nil {
-            // unique picks the bits from the number of distinct values; nbits is an upper bound.
-        }
     }
 }
 

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import KilnFormat
 
 #if canImport(Glibc)
@@ -47,7 +48,7 @@ public struct CompressionReport: Sendable {
 public enum Compressor {
     /// A consumer of a weight: the op and which of its inputs the weight is.
     struct Use {
-        var op: Operation
+        var op: KilnFormat.Operation
         var input: Int
     }
 
@@ -57,7 +58,8 @@ public enum Compressor {
     ///   - model: A validated portable model.
     /// - Returns: The compressed model and the report.
     /// - Throws: ``CompressionError`` when consumers of one weight resolve to different settings.
-    public static func apply(_ config: CompressionConfig, to model: PortableModel) throws -> (PortableModel, CompressionReport) {
+    public static func apply(_ config: CompressionConfig, to model: PortableModel,
+                             progress: (@Sendable (_ done: Int, _ total: Int, _ weight: String) -> Void)? = nil) throws -> (PortableModel, CompressionReport) {
         var uses: [String: [Use]] = [:]
         for f in model.functions {
             for op in f.operations {
@@ -85,6 +87,7 @@ public enum Compressor {
             }
         }
         let (allUses, allPlans) = (uses, plans)
+        let counter = ProgressCounter()
         var weights = model.weights
         var rows = [CompressionRow?](repeating: nil, count: weights.count)
         var warnings = [String?](repeating: nil, count: weights.count)
@@ -98,6 +101,7 @@ public enum Compressor {
                         rp[i] = row
                         wp[i] = weight
                         xp[i] = warning
+                        if let progress { progress(counter.increment(), wp.count, row.weight) }
                     }
                 }
             }
@@ -129,10 +133,6 @@ public enum Compressor {
         guard w.dtype == .float32 || w.dtype == .float16 else { row.detail = "not float32 or float16"; return (row, w, nil) }
         guard w.shape.count > 1 else { row.detail = "rank ≤ 1"; return (row, w, nil) }
         guard w.elementCount > s.weightThreshold else { row.detail = "\(w.elementCount) ≤ weight_threshold \(s.weightThreshold)"; return (row, w, nil) }
-        guard s.isLinear else {
-            row.detail = "palettization is not available yet"
-            return (row, w, "weight '\(w.name)': palettization (mode \(s.mode)) is not available in this version; left uncompressed")
-        }
         // Channel axes: the config's, else the consumers' (which must agree).
         let rank = w.shape.count
         var outAxis: Int, inAxis: Int
@@ -148,6 +148,29 @@ public enum Compressor {
             (outAxis, inAxis) = users.first.map { axes($0, rank: rank) } ?? (0, 1)
         }
         guard outAxis >= 0, outAxis < rank else { row.detail = "channel_axis out of range"; return (row, w, "weight '\(w.name)': channel_axis out of range") }
+        if !s.isLinear {
+            let original: [Float] = w.dtype == .float32 ? Array(blob.data.bytes.bindMemory(to: Float.self))
+                : blob.data.bytes.bindMemory(to: Float16.self).map { Float($0) }
+            do {
+                let result = try Palettizer.palettize(original, shape: w.shape, weightType: w.dtype, setting: s, axis: outAxis,
+                                                      grouped: s.granularity == "per_grouped_channel")
+                var out = w
+                out.encoding = .palettized(result.weight)
+                row.method = s.mode
+                row.bits = s.nbits
+                row.detail = s.granularity == "per_grouped_channel" ? "per_grouped_channel(\(s.groupSize))" : "per_tensor"
+                if s.enablePerChannelScale { row.detail += " + channel scale" }
+                row.bytesAfter = out.storedBytes
+                row.snr = snr(original, result.decoded)
+                return (row, out, nil)
+            } catch Palettizer.Refusal.skip(let reason) {
+                row.detail = reason
+                return (row, w, "weight '\(w.name)': \(reason); left uncompressed")
+            } catch {
+                row.detail = "\(error)"
+                return (row, w, "weight '\(w.name)': \(error)")
+            }
+        }
         var blocks = [Int](repeating: 1, count: rank)
         var detail = s.granularity
         switch s.granularity {
@@ -195,5 +218,18 @@ public enum Compressor {
         }
         if noise == 0 { return .infinity }
         return 10 * log10(signal / noise)
+    }
+}
+
+/// A thread-safe count of finished weights, for progress reports.
+final class ProgressCounter: @unchecked Sendable {
+    private var count = 0
+    private let lock = NSLock()
+
+    func increment() -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        count += 1
+        return count
     }
 }

@@ -22,7 +22,14 @@ enum OptimizeCommand {
         guard let output = args.value("--output") else { throw UsageError(message: "missing -o OUT.kiln", command: spec) }
         let config = try CompressionConfig(contentsOf: configPath)
         let model = try PackageReader.read(at: args.positionals[0])
-        let (compressed, report) = try Compressor.apply(config, to: model)
+        // Progress on a terminal only; quiet when piped.
+        let tty = isatty(2) != 0
+        var progress: (@Sendable (Int, Int, String) -> Void)?
+        if tty {
+            progress = { done, total, weight in Console.err("\r\u{1B}[Kcompressing \(done)/\(total) \(weight)") }
+        }
+        let (compressed, report) = try Compressor.apply(config, to: model, progress: progress)
+        if tty { Console.err("\r\u{1B}[K") }
         try PackageWriter.write(compressed, to: output)
         let json = reportJSON(report)
         if let path = args.value("--report") {

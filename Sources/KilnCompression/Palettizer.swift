@@ -1,0 +1,112 @@
+import KilnFormat
+
+/// Palettization: each group of output channels gets a table of `2^nbits` values and
+/// every element stores the index of its entry (specs/compression.md).
+enum Palettizer {
+    struct Result {
+        var weight: PalettizedWeight
+        var decoded: [Float]
+    }
+
+    enum Refusal: Error {
+        case skip(String)
+    }
+
+    /// Palettizes `values` (C order, `shape`), one table per group of `groupSize` output channels
+    /// along `axis` (or one for the tensor when `groupSize` is nil).
+    static func palettize(_ values: [Float], shape: [Int], weightType: DataType, setting s: CompressionSetting,
+                          axis: Int, grouped: Bool) throws -> Result {
+        let entries = 1 << s.nbits
+        let channels = shape[axis]
+        let groupSize = grouped ? s.groupSize : channels
+        guard channels % groupSize == 0 else {
+            throw Refusal.skip("group_size \(groupSize) does not divide the \(channels) output channels")
+        }
+        let groups = channels / groupSize
+        let inner = shape[(axis + 1)...].reduce(1, *), outer = shape[..<axis].reduce(1, *)
+        // Optional per-channel scale: each output channel divided by its largest magnitude.
+        var scales: [Float]?
+        var work = values
+        if s.enablePerChannelScale {
+            var sc = [Float](repeating: 0, count: channels)
+            for o in 0 ..< outer { for c in 0 ..< channels { for i in 0 ..< inner {
+                sc[c] = max(sc[c], abs(values[(o * channels + c) * inner + i]))
+            } } }
+            for c in 0 ..< channels where sc[c] == 0 { sc[c] = 1 }
+            if weightType == .float16 { sc = sc.map { Float(Float16($0)) } }
+            for o in 0 ..< outer { for c in 0 ..< channels { for i in 0 ..< inner {
+                work[(o * channels + c) * inner + i] /= sc[c]
+            } } }
+            scales = sc
+        }
+        let lutType: DataType = s.lutDtype.flatMap { DataType(rawValue: $0) } ?? weightType
+        var lut = [Float](repeating: 0, count: groups * entries)
+        var indices = [Int](repeating: 0, count: values.count)
+        for g in 0 ..< groups {
+            // The group's elements, in C order.
+            var positions: [Int] = []
+            positions.reserveCapacity(values.count / groups)
+            for o in 0 ..< outer { for c in g * groupSize ..< (g + 1) * groupSize { for i in 0 ..< inner {
+                positions.append((o * channels + c) * inner + i)
+            } } }
+            let groupValues = positions.map { work[$0] }
+            var table: [Float]
+            var idx: [Int]
+            switch s.mode {
+            case "uniform":
+                let lo = groupValues.min() ?? 0, hi = groupValues.max() ?? 0
+                let levels = Float(entries - 1)
+                let step = (hi - lo) / levels
+                table = (0 ..< entries).map { Float(Double($0) * Double(step) + Double(lo)) }
+                idx = groupValues.map { hi > lo ? Int((((($0 - lo) / (hi - lo)) * levels)).rounded(.toNearestOrEven)) : 0 }
+            case "unique":
+                let distinct = Array(Set(groupValues)).sorted()
+                guard distinct.count <= entries else {
+                    throw Refusal.skip("\(distinct.count) distinct values do not fit \(s.nbits) bits (unique mode)")
+                }
+                table = distinct + [Float](repeating: 0, count: entries - distinct.count)
+                let position = Dictionary(uniqueKeysWithValues: distinct.enumerated().map { ($1, $0) })
+                idx = groupValues.map { position[$0]! }
+            default:
+                let centers = KMeans1D.centers(groupValues, k: entries)
+                var rounded = centers.map { Precision.round($0, to: lutType) }
+                // Keep the table sorted and full: pad with the last center (never chosen).
+                rounded += [Float](repeating: rounded.last ?? 0, count: entries - rounded.count)
+                table = rounded
+                idx = groupValues.withUnsafeBufferPointer { KMeans1D.assign($0, centers: Array(rounded.prefix(max(centers.count, 1)))) }
+            }
+            table = table.map { Precision.round($0, to: lutType) }
+            for (k, p) in positions.enumerated() { indices[p] = idx[k] }
+            for e in 0 ..< entries { lut[g * entries + e] = table[e] }
+        }
+        var decoded = [Float](repeating: 0, count: values.count)
+        for o in 0 ..< outer { for c in 0 ..< channels { for i in 0 ..< inner {
+            let p = (o * channels + c) * inner + i
+            decoded[p] = lut[(c / groupSize) * entries + indices[p]] * (scales?[c] ?? 1)
+        } } }
+        var lutShape = [Int](repeating: 1, count: shape.count)
+        lutShape[axis] = groups
+        var scaleShape = [Int](repeating: 1, count: shape.count)
+        scaleShape[axis] = channels
+        let indexType: DataType = [1: .uint1, 2: .uint2, 3: .uint3, 4: .uint4, 6: .uint6, 8: .uint8][s.nbits]!
+        let indexBytes = s.nbits == 8 ? indices.map { UInt8($0) } : PackedBits.pack(indices, bits: s.nbits)
+        return Result(
+            weight: PalettizedWeight(
+                indices: WeightBlob(dtype: indexType, shape: shape, data: ByteStorage(indexBytes)),
+                lut: WeightBlob(dtype: lutType, shape: lutShape + [entries], data: ByteStorage(floatBytes(lut, lutType))),
+                scale: scales.map { WeightBlob(dtype: weightType, shape: scaleShape, data: ByteStorage(floatBytes($0, weightType))) }),
+            decoded: decoded)
+    }
+
+    static func floatBytes(_ values: [Float], _ type: DataType) -> [UInt8] {
+        if type == .float16 { return values.map { Float16($0) }.withUnsafeBytes { Array($0) } }
+        return values.withUnsafeBytes { Array($0) }
+    }
+}
+
+/// Rounding to a narrower float type's precision.
+enum Precision {
+    static func round(_ v: Float, to type: DataType) -> Float {
+        type == .float16 ? Float(Float16(v)) : v
+    }
+}
