@@ -10,7 +10,7 @@ final class CommandLineContractTests: XCTestCase {
             }
             XCTAssertTrue(r.stdout.contains("inspect") && r.stdout.contains("meta"))
         }
-        for sub in ["inspect", "meta", "convert", "run"] {
+        for sub in ["inspect", "meta", "convert", "optimize", "run"] {
             for args in [[sub, "--help"], ["help", sub], [sub, "-h"]] {
                 let r = try kiln(args)
                 XCTAssertEqual(r.status, 0)
