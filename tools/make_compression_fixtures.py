@@ -12,7 +12,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
-from coremltools.optimize.coreml import OpLinearQuantizerConfig, OptimizationConfig
+from coremltools.optimize.coreml import OpLinearQuantizerConfig, OpPalettizerConfig, OptimizationConfig
 
 warnings.filterwarnings("ignore")
 OUT = os.path.join(os.path.dirname(__file__), "..", "Tests", "Fixtures", "compression")
@@ -79,6 +79,37 @@ for kind, w64 in weights.items():
                             files[key] = f"{name}.{key}.npy"
                     cases.append({"name": name, "op": kind, "weight": wname, "mode": mode, "dtype": dtype,
                                   "granularity": gran, "block_size": block, **files})
+
+# Palettization: uniform and unique must be identical; kmeans must not be worse.
+pal_weights = {
+    "fp32": rng.normal(0, 0.02, (48, 64)).astype(np.float32),
+    "fp16": rng.normal(0, 0.02, (48, 64)).astype(np.float16),
+    "few": (rng.integers(0, 7, (48, 64)) * 0.125 - 0.375).astype(np.float32),
+}
+for wkey, w in pal_weights.items():
+    wname = f"palettize_{wkey}_weight.npy"
+    np.save(os.path.join(OUT, wname), w)
+    settings = [("unique", 3, "per_tensor")] if wkey == "few" else [
+        (mode, nbits, gran) for mode in ["kmeans", "uniform"] for nbits in [2, 4] for gran in ["per_tensor", "per_grouped_channel"]]
+    for mode, nbits, gran in settings:
+        cfg = OpPalettizerConfig(mode=mode, nbits=None if mode == "unique" else nbits, granularity=gran, group_size=16, weight_threshold=0)
+        prog = program("linear", w, w.dtype == np.float16)
+        p = PASS_REGISTRY["compression::palettize_weights"]
+        p.config = OptimizationConfig(global_config=cfg)
+        p(prog)
+        ops = [op for op in prog.functions["main"].operations if op.op_type == "constexpr_lut_to_dense"]
+        assert len(ops) == 1, [op.op_type for op in prog.functions["main"].operations]
+        lut = np.asarray(ops[0].inputs["lut"].val)
+        indices = np.asarray(ops[0].inputs["indices"].val).astype(np.int32)
+        name = f"palettize_{wkey}_{mode}_{nbits}_{gran}"
+        np.save(os.path.join(OUT, f"{name}.lut.npy"), lut)
+        np.save(os.path.join(OUT, f"{name}.indices.npy"), indices)
+        groups = lut.shape[0]
+        rows_per_group = w.shape[0] // groups
+        decoded = np.stack([lut[r // rows_per_group, 0, indices[r], 0] for r in range(w.shape[0])])
+        mse = float(np.mean((decoded.astype(np.float64) - w.astype(np.float64)) ** 2))
+        cases.append({"name": name, "op": "linear", "weight": wname, "mode": mode, "nbits": nbits, "granularity": gran,
+                      "group_size": 16, "lut": f"{name}.lut.npy", "indices": f"{name}.indices.npy", "mse": mse})
 
 with open(os.path.join(OUT, "manifest.json"), "w") as f:
     json.dump({"generator": "tools/make_compression_fixtures.py", "coremltools": ct.__version__, "cases": cases}, f, indent=1)

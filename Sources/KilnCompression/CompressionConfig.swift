@@ -25,6 +25,8 @@ public struct CompressionSetting: Sendable, Hashable {
     public var blockSize: Int = 32
     /// Palettization bits: 1, 2, 3, 4, 6 or 8.
     public var nbits: Int = 4
+    /// Whether the config gave `nbits` (`unique` mode picks the fewest that fit otherwise).
+    public var nbitsGiven = false
     /// Output channels per LUT for `per_grouped_channel`.
     public var groupSize: Int = 32
     /// The output-channel axis, when not the consumer's default.
@@ -76,6 +78,7 @@ public struct CompressionSetting: Sendable, Hashable {
         if let n = try int("nbits", { [1, 2, 3, 4, 6, 8].contains($0) }, "one of 1, 2, 3, 4, 6, 8") {
             guard !linear else { throw fail("nbits", "applies to palettization only; linear quantization uses dtype") }
             nbits = n
+            nbitsGiven = true
         }
         if let g = try int("group_size", { $0 > 0 }, "a positive integer") { groupSize = g }
         channelAxis = try int("channel_axis", { $0 >= -8 && $0 < 8 }, "an axis")

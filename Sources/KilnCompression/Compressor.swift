@@ -157,7 +157,7 @@ public enum Compressor {
                 var out = w
                 out.encoding = .palettized(result.weight)
                 row.method = s.mode
-                row.bits = s.nbits
+                row.bits = result.weight.indices.dtype.bitWidth
                 row.detail = s.granularity == "per_grouped_channel" ? "per_grouped_channel(\(s.groupSize))" : "per_tensor"
                 if s.enablePerChannelScale { row.detail += " + channel scale" }
                 row.bytesAfter = out.storedBytes

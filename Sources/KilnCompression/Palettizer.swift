@@ -16,6 +16,12 @@ enum Palettizer {
     /// along `axis` (or one for the tensor when `groupSize` is nil).
     static func palettize(_ values: [Float], shape: [Int], weightType: DataType, setting s: CompressionSetting,
                           axis: Int, grouped: Bool) throws -> Result {
+        var s = s
+        if s.mode == "unique", !s.nbitsGiven {
+            // As coremltools: the fewest supported bits that hold every group's distinct values.
+            let distinct = Set(values).count
+            s.nbits = [1, 2, 3, 4, 6, 8].first { 1 << $0 >= distinct } ?? 8
+        }
         let entries = 1 << s.nbits
         let channels = shape[axis]
         let groupSize = grouped ? s.groupSize : channels
@@ -54,11 +60,10 @@ enum Palettizer {
             var idx: [Int]
             switch s.mode {
             case "uniform":
-                let lo = groupValues.min() ?? 0, hi = groupValues.max() ?? 0
-                let levels = Float(entries - 1)
-                let step = (hi - lo) / levels
-                table = (0 ..< entries).map { Float(Double($0) * Double(step) + Double(lo)) }
-                idx = groupValues.map { hi > lo ? Int((((($0 - lo) / (hi - lo)) * levels)).rounded(.toNearestOrEven)) : 0 }
+                // coremltools' arithmetic: in the weight's own float type.
+                (table, idx) = weightType == .float16
+                    ? uniform(groupValues.map { Float16($0) }, entries: entries)
+                    : uniform(groupValues, entries: entries)
             case "unique":
                 let distinct = Array(Set(groupValues)).sorted()
                 guard distinct.count <= entries else {
@@ -96,6 +101,20 @@ enum Palettizer {
                 lut: WeightBlob(dtype: lutType, shape: lutShape + [entries], data: ByteStorage(floatBytes(lut, lutType))),
                 scale: scales.map { WeightBlob(dtype: weightType, shape: scaleShape, data: ByteStorage(floatBytes($0, weightType))) }),
             decoded: decoded)
+    }
+
+    /// Evenly spaced entries from min to max: `lo + i·(hi − lo)/(2^n − 1)`, indices
+    /// `round((w − lo)/(hi − lo)·(2^n − 1))`, computed in `T` (entries in double, as coremltools).
+    static func uniform<T: BinaryFloatingPoint>(_ values: [T], entries: Int) -> ([Float], [Int]) {
+        let lo = values.min() ?? 0, hi = values.max() ?? 0
+        let levels = T(entries - 1)
+        let step = (hi - lo) / levels
+        let table = (0 ..< entries).map { Float(Double($0) * Double(step) + Double(lo)) }
+        let idx = values.map { v -> Int in
+            guard hi > lo else { return 0 }
+            return Int((((v - lo) / (hi - lo)) * levels).rounded(.toNearestOrEven))
+        }
+        return (table, idx)
     }
 
     static func floatBytes(_ values: [Float], _ type: DataType) -> [UInt8] {

@@ -46,7 +46,7 @@ final class CoreMLToolsFixtureTests: XCTestCase {
 
     func testLinearQuantizationIsIdenticalToCoreMLTools() throws {
         let manifest = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(dir)/manifest.json"))) as! [String: Any]
-        let cases = manifest["cases"] as! [[String: Any]]
+        let cases = (manifest["cases"] as! [[String: Any]]).filter { $0["dtype"] != nil }
         XCTAssertEqual(cases.count, 72)
         for c in cases {
             let name = c["name"] as! String
@@ -71,6 +71,55 @@ final class CoreMLToolsFixtureTests: XCTestCase {
                 XCTAssertEqual(ours, offset, "\(name): zero points")
             } else {
                 XCTAssertTrue(q.zeroPoint.map(integers)?.allSatisfy { $0 == 0 } ?? true, "\(name): unexpected zero points")
+            }
+        }
+    }
+
+    /// uniform and unique give coremltools' tables and indices exactly; exact k-means is
+    /// never worse than coremltools' k-means.
+    func testPalettizationMatchesOrBeatsCoreMLTools() throws {
+        let manifest = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(dir)/manifest.json"))) as! [String: Any]
+        let cases = (manifest["cases"] as! [[String: Any]]).filter { $0["lut"] != nil }
+        XCTAssertEqual(cases.count, 17)
+        for c in cases {
+            let name = c["name"] as! String
+            let mode = c["mode"] as! String
+            let w = try NDArray(npyFile: "\(dir)/\(c["weight"] as! String)")
+            var json: [String: Any] = ["mode": mode, "granularity": c["granularity"]!, "group_size": c["group_size"]!, "weight_threshold": 0]
+            if mode != "unique" { json["nbits"] = c["nbits"]! }
+            let setting = try CompressionSetting(json: json, path: "fixture", at: "$")
+            let (compressed, report) = try Compressor.apply(CompressionConfig(global: .compress(setting)), to: try Self.model(op: "linear", weight: w))
+            guard case .palettized(let p) = compressed.weights[0].encoding else {
+                XCTFail("\(name): not palettized (\(report.rows[0].detail))")
+                continue
+            }
+            let theirLUT = try NDArray(npyFile: "\(dir)/\(c["lut"] as! String)")
+            let theirIndices = try NDArray(npyFile: "\(dir)/\(c["indices"] as! String)").scalars(as: Int32.self).map(Int.init)
+            let count = w.elementCount
+            let ours = PackedBits.unpack(p.indices.data.bytes, bits: p.indices.dtype.bitWidth, count: count, signed: false)
+            let rowsPerGroup = w.shape[0] / p.lut.shape[0]
+            let entries = p.lut.shape.last!
+            func lutValues(_ blob: WeightBlob) -> [Double] {
+                blob.dtype == .float16 ? blob.data.bytes.bindMemory(to: Float16.self).map { Double(Float($0)) }
+                    : blob.data.bytes.bindMemory(to: Float.self).map(Double.init)
+            }
+            let lut = lutValues(p.lut)
+            let weights: [Double] = w.scalarType == .float16 ? w.scalars(as: Float16.self).map { Double(Float($0)) } : w.scalars(as: Float.self).map(Double.init)
+            var mse = 0.0
+            for i in 0 ..< count {
+                let g = (i / w.shape[1]) / rowsPerGroup
+                mse += pow(lut[g * entries + ours[i]] - weights[i], 2)
+            }
+            mse /= Double(count)
+            if mode == "kmeans" {
+                let theirs = (c["mse"] as! NSNumber).doubleValue
+                XCTAssertLessThanOrEqual(mse, theirs * (1 + 1e-6), "\(name): k-means MSE \(mse) vs coremltools \(theirs)")
+            } else {
+                XCTAssertEqual(ours, theirIndices, "\(name): indices")
+                XCTAssertEqual(p.lut.shape, Array(theirLUT.shape.dropLast()), "\(name): LUT shape")
+                let theirValues: [Double] = theirLUT.scalarType == .float16 ? theirLUT.scalars(as: Float16.self).map { Double(Float($0)) }
+                    : theirLUT.scalars(as: Float.self).map(Double.init)
+                XCTAssertEqual(lut, theirValues, "\(name): LUT")
             }
         }
     }
