@@ -53,17 +53,22 @@ let package = Package(
             name: "KilnExamples",
             dependencies: ["KilnFormat", "CKilnSpecs"]
         ),
+        .target(
+            name: "KilnTestSupport",
+            dependencies: ["KilnFormat"],
+            path: "Tests/Support"
+        ),
         .testTarget(
             name: "KilnFormatTests",
             dependencies: ["KilnFormat", "CKilnSpecs"]
         ),
         .testTarget(
             name: "KilnReferenceTests",
-            dependencies: ["KilnReference", "KilnFormat"]
+            dependencies: ["KilnReference", "KilnFormat", "KilnTestSupport"]
         ),
         .testTarget(
             name: "KilnONNXTests",
-            dependencies: ["KilnONNX", "KilnReference", "KilnFormat", "CKilnSpecs"]
+            dependencies: ["KilnONNX", "KilnReference", "KilnFormat", "CKilnSpecs", "KilnTestSupport"]
         ),
         .testTarget(
             name: "KilnCompressionTests",

@@ -2,6 +2,7 @@ import Foundation
 import KilnFormat
 @testable import KilnONNX
 import KilnReference
+import KilnTestSupport
 import XCTest
 
 /// Whole-model fixtures (tools/make_onnx_fixtures.py): structure the importer must keep or
@@ -19,8 +20,8 @@ final class ONNXModelTests: XCTestCase {
         var out: [String: Expected] = [:]
         for c in json["cases"] as! [[String: Any]] {
             out[c["name"] as! String] = Expected(
-                inputs: (c["inputs"] as! [String: [String: Any]]).mapValues(ONNXOpTests.array),
-                outputs: (c["outputs"] as! [String: [String: Any]]).mapValues(ONNXOpTests.array))
+                inputs: (c["inputs"] as! [String: [String: Any]]).mapValues(FixtureJSON.array),
+                outputs: (c["outputs"] as! [String: [String: Any]]).mapValues(FixtureJSON.array))
         }
         return out
     }()

@@ -2,6 +2,7 @@ import Foundation
 import KilnFormat
 import KilnONNX
 import KilnReference
+import KilnTestSupport
 import XCTest
 
 /// Every ONNX model of Tests/Fixtures/onnx/ops (one operator each, across opsets; made with
@@ -16,35 +17,14 @@ final class ONNXOpTests: XCTestCase {
         var tolerance: Double
     }
 
-    static func number(_ v: Any) -> Double {
-        if let s = v as? String { return s == "nan" ? .nan : s == "inf" ? .infinity : -.infinity }
-        if let b = v as? Bool { return b ? 1 : 0 }
-        return (v as! NSNumber).doubleValue
-    }
-
-    static func array(_ json: [String: Any]) -> NDArray {
-        let dtype = DataType(rawValue: json["dtype"] as! String)!
-        let shape = json["shape"] as! [Int]
-        let data = json["data"] as! [Any]
-        switch dtype {
-        case .float32: return NDArray(shape: shape, scalars: data.map { Float(number($0)) })
-        case .float16: return NDArray(shape: shape, scalars: data.map { Float16(Float(number($0))) })
-        case .float64: return NDArray(shape: shape, scalars: data.map { number($0) })
-        case .int64: return NDArray(shape: shape, scalars: data.map { ($0 as! NSNumber).int64Value })
-        case .int32: return NDArray(shape: shape, scalars: data.map { ($0 as! NSNumber).int32Value })
-        case .bool: return NDArray(shape: shape, scalars: data.map { ($0 as! NSNumber).boolValue })
-        default: fatalError("unsupported fixture dtype \(dtype)")
-        }
-    }
-
     static let cases: [Case] = {
         let data = try! Data(contentsOf: URL(fileURLWithPath: "\(repositoryRoot)/Tests/Fixtures/ops/cases.json"))
         let json = try! JSONSerialization.jsonObject(with: data) as! [String: Any]
         return (json["cases"] as! [[String: Any]]).compactMap { c in
             guard let onnx = c["onnx"] as? String else { return nil }
             return Case(name: c["name"] as! String, onnx: onnx, opset: c["opset"] as! Int,
-                        inputs: (c["inputs"] as! [Any]).map { ($0 as? [String: Any]).map(array) },
-                        outputs: (c["outputs"] as! [[String: Any]]).map(array),
+                        inputs: (c["inputs"] as! [Any]).map { ($0 as? [String: Any]).map(FixtureJSON.array) },
+                        outputs: (c["outputs"] as! [[String: Any]]).map(FixtureJSON.array),
                         tolerance: (c["tolerance"] as! NSNumber).doubleValue)
         }
     }()

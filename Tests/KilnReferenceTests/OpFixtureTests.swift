@@ -1,18 +1,13 @@
 import Foundation
 import KilnFormat
 import KilnReference
+import KilnTestSupport
 import XCTest
 
 /// Runs every one-op case of Tests/Fixtures/ops/cases.json (expected values computed by
 /// onnxruntime running the equivalent ONNX operator; see tools/make_op_fixtures.py)
 /// through the reference interpreter.
 public final class OpFixtureTests: XCTestCase {
-    static let root: String = {
-        var url = URL(fileURLWithPath: #filePath)
-        for _ in 0 ..< 3 { url.deleteLastPathComponent() }
-        return url.path
-    }()
-
     struct Case {
         var name: String
         var onnxOnly: Bool
@@ -24,56 +19,15 @@ public final class OpFixtureTests: XCTestCase {
         var tolerance: Double
     }
 
-    static func number(_ v: Any) -> Double {
-        if let s = v as? String { return s == "nan" ? .nan : s == "inf" ? .infinity : -.infinity }
-        if let b = v as? Bool { return b ? 1 : 0 }
-        return (v as! NSNumber).doubleValue
-    }
-
-    static func array(_ json: [String: Any]) -> NDArray {
-        let dtype = DataType(rawValue: json["dtype"] as! String)!
-        let shape = json["shape"] as! [Int]
-        let data = json["data"] as! [Any]
-        switch dtype {
-        case .float32: return NDArray(shape: shape, scalars: data.map { Float(number($0)) })
-        case .float16: return NDArray(shape: shape, scalars: data.map { Float16(Float(number($0))) })
-        case .float64: return NDArray(shape: shape, scalars: data.map { number($0) })
-        case .int64: return NDArray(shape: shape, scalars: data.map { Int64(($0 as! NSNumber).int64Value) })
-        case .int32: return NDArray(shape: shape, scalars: data.map { Int32(($0 as! NSNumber).int32Value) })
-        case .int16: return NDArray(shape: shape, scalars: data.map { Int16(($0 as! NSNumber).int16Value) })
-        case .int8: return NDArray(shape: shape, scalars: data.map { Int8(($0 as! NSNumber).int8Value) })
-        case .uint8: return NDArray(shape: shape, scalars: data.map { UInt8(($0 as! NSNumber).uint8Value) })
-        case .bool: return NDArray(shape: shape, scalars: data.map { ($0 as! NSNumber).boolValue })
-        default: fatalError("unsupported fixture dtype \(dtype)")
-        }
-    }
-
-    static func attribute(_ json: [String: Any]) -> AttributeValue {
-        let (kind, value) = json.first!
-        switch kind {
-        case "int": return .int((value as! NSNumber).intValue)
-        case "float": return .float(number(value))
-        case "string": return .string(value as! String)
-        case "ints": return .ints((value as! [NSNumber]).map(\.intValue))
-        case "floats": return .floats((value as! [Any]).map(number))
-        case "dtype": return .dtype(DataType(rawValue: value as! String)!)
-        case "strings": return .strings(value as! [String])
-        default:
-            let t = array(value as! [String: Any])
-            let bytes = Array(t.contiguousElements!)
-            return .tensor(TensorLiteral(dtype: t.scalarType, shape: t.shape, bytes: bytes))
-        }
-    }
-
     static let cases: [Case] = {
-        let data = try! Data(contentsOf: URL(fileURLWithPath: "\(root)/Tests/Fixtures/ops/cases.json"))
+        let data = try! Data(contentsOf: URL(fileURLWithPath: "\(FixtureJSON.repositoryRoot)/Tests/Fixtures/ops/cases.json"))
         let json = try! JSONSerialization.jsonObject(with: data) as! [String: Any]
         return (json["cases"] as! [[String: Any]]).map { c in
             Case(name: c["name"] as! String, onnxOnly: c["onnxOnly"] as? Bool ?? false, hasModel: c["onnx"] is String,
                  op: c["op"] as! String,
-                 attributes: (c["attributes"] as! [String: [String: Any]]).mapValues(attribute),
-                 inputs: (c["inputs"] as! [Any]).map { ($0 as? [String: Any]).map(array) },
-                 outputs: (c["outputs"] as! [[String: Any]]).map(array),
+                 attributes: (c["attributes"] as! [String: [String: Any]]).mapValues(FixtureJSON.attribute),
+                 inputs: (c["inputs"] as! [Any]).map { ($0 as? [String: Any]).map(FixtureJSON.array) },
+                 outputs: (c["outputs"] as! [[String: Any]]).map(FixtureJSON.array),
                  tolerance: (c["tolerance"] as! NSNumber).doubleValue)
         }
     }()
