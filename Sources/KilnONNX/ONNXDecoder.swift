@@ -27,6 +27,10 @@ enum ONNXDecoder {
 
     /// Decodes the bytes of an ONNX file; `path` names it in errors and locates external data.
     static func decode(_ bytes: [UInt8], path: String) throws -> ONNXModel {
+        // protobuf-c parses nested messages recursively; refuse absurd nesting first.
+        if bytes.withUnsafeBufferPointer({ NestingCheck.tooDeep($0) }) {
+            throw ConvertError(path: path, reason: "not a valid ONNX model (messages nested more than 64 levels deep)")
+        }
         guard let m = bytes.withUnsafeBufferPointer({ kiln_onnx__model_proto__unpack(nil, $0.count, $0.baseAddress) }) else {
             throw ConvertError(path: path, reason: "not a valid ONNX model (the protobuf is truncated or malformed)")
         }

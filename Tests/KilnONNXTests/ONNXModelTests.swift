@@ -164,4 +164,24 @@ final class ONNXModelTests: XCTestCase {
         XCTAssertGreaterThan(refused, 100)
         XCTAssertGreaterThan(converted, 100, "some mutations should still convert and exercise the importer")
     }
+
+    /// Graphs nested 2000 deep in attributes are refused, not parsed recursively.
+    func testDeepNestingIsRefused() {
+        // Innermost: an empty graph; each level wraps it as Node.attribute(5) → Attribute.g(6) → Graph.node(1).
+        func field(_ number: Int, _ payload: [UInt8]) -> [UInt8] {
+            var out: [UInt8] = [UInt8(number << 3 | 2)]
+            var n = payload.count
+            repeat {
+                out.append(UInt8(n & 0x7F) | (n > 0x7F ? 0x80 : 0))
+                n >>= 7
+            } while n > 0
+            return out + payload
+        }
+        var graph: [UInt8] = []
+        for _ in 0 ..< 2000 { graph = field(1, field(5, field(6, graph))) }
+        let model = field(7, graph)
+        XCTAssertThrowsError(try ONNXImporter.convert(bytes: model, path: "deep.onnx")) { error in
+            XCTAssertEqual("\(error)", "deep.onnx: not a valid ONNX model (messages nested more than 64 levels deep)")
+        }
+    }
 }
