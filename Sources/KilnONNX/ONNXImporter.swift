@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import KilnFormat
 import KilnReference
 
@@ -162,9 +159,6 @@ final class Conversion {
             if case .value(let name, _, _)? = values[v.name] { return name }
             return nil
         })
-        if getenv("KILN_DEBUG_CONVERT") != nil {
-            for op in operations { print(op.opType, op.name, op.inputs, op.outputs.map { "\($0.name): \($0.type)" }) }
-        }
         var outputs: [Argument] = []
         for v in graph.outputs {
             guard let known = values[v.name] else { throw fail("graph output '\(v.name)' is not computed by any node") }
