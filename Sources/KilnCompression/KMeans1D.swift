@@ -1,9 +1,55 @@
+import Dispatch
+
 /// Exact optimal 1-D k-means: the clustering of sorted values into `k` contiguous groups
 /// with the least total squared error, by dynamic programming over the distinct values
 /// (with multiplicities), using the monotonicity of optimal split points
-/// (divide-and-conquer optimization, O(k · m log m) for m distinct values).
-/// Deterministic: ties keep the leftmost split.
+/// (divide-and-conquer optimization, O(k · m log m) for m distinct values; each level's
+/// two halves run on two cores). Deterministic: ties keep the leftmost split.
 enum KMeans1D {
+    /// Prefix sums of weight, weighted value and weighted square (values centred for precision).
+    struct Sums: @unchecked Sendable {
+        let w, s, q: UnsafeBufferPointer<Double>
+
+        /// Squared error of one cluster holding distinct values `j ..< i`.
+        @inline(__always) func cost(_ j: Int, _ i: Int) -> Double {
+            let n = w[i] - w[j]
+            let t = s[i] - s[j]
+            return max(0, q[i] - q[j] - t * t / n)
+        }
+    }
+
+    /// One DP level: `current[i] = min over j of previous[j] + cost(j, i)`, and the best j.
+    struct Level: @unchecked Sendable {
+        let sums: Sums
+        let previous: UnsafeBufferPointer<Double>
+        let current: UnsafeMutableBufferPointer<Double>
+        let best: UnsafeMutableBufferPointer<Int32>
+
+        /// Solves rows `lo...hi` knowing their optimal j lies in `optLo...optHi`. With
+        /// `split`, stops after the first row and returns the two halves left to solve.
+        func solve(_ lo: Int, _ hi: Int, _ optLo: Int, _ optHi: Int, split: Bool) -> [(Int, Int, Int, Int)] {
+            var stack = [(lo, hi, optLo, optHi)]
+            while let (lo, hi, optLo, optHi) = stack.popLast() {
+                guard lo <= hi else { continue }
+                let mid = (lo + hi) / 2
+                var bestCost = Double.infinity, bestJ = optLo
+                let last = min(mid - 1, optHi)
+                if optLo <= last {
+                    for j in optLo ... last {
+                        let c = previous[j] + sums.cost(j, mid)
+                        if c < bestCost { bestCost = c; bestJ = j }
+                    }
+                }
+                current[mid] = bestCost
+                best[mid] = Int32(bestJ)
+                if split { return [(lo, mid - 1, optLo, bestJ), (mid + 1, hi, bestJ, optHi)] }
+                stack.append((lo, mid - 1, optLo, bestJ))
+                stack.append((mid + 1, hi, bestJ, optHi))
+            }
+            return []
+        }
+    }
+
     /// Cluster centers (sorted ascending; fewer than `k` when there are fewer distinct values).
     static func centers(_ values: [Float], k: Int) -> [Float] {
         guard !values.isEmpty, k > 0 else { return [] }
@@ -18,7 +64,6 @@ enum KMeans1D {
         }
         let m = xs.count
         if m <= k { return xs.map { Float($0) } }
-        // Prefix sums of weight, weighted sum and weighted square, centred for precision.
         let mean = zip(xs, counts).reduce(0) { $0 + $1.0 * $1.1 } / Double(sorted.count)
         var pw = [Double](repeating: 0, count: m + 1), ps = pw, pq = pw
         for i in 0 ..< m {
@@ -30,34 +75,22 @@ enum KMeans1D {
         var previous = [Double](repeating: 0, count: m + 1)
         var current = [Double](repeating: .infinity, count: m + 1)
         var splits = [[Int32]](repeating: [], count: k)
-        pw.withUnsafeBufferPointer { w in ps.withUnsafeBufferPointer { sp in pq.withUnsafeBufferPointer { q in
-            @inline(__always) func cost(_ j: Int, _ i: Int) -> Double {
-                let n = w[i] - w[j]
-                let t = sp[i] - sp[j]
-                return max(0, q[i] - q[j] - t * t / n)
-            }
-            for i in 1 ... m { previous[i] = cost(0, i) }
-            var stack: [(Int, Int, Int, Int)] = []
+        pw.withUnsafeBufferPointer { w in ps.withUnsafeBufferPointer { s in pq.withUnsafeBufferPointer { q in
+            let sums = Sums(w: w, s: s, q: q)
+            for i in 1 ... m { previous[i] = sums.cost(0, i) }
             for level in 1 ..< k {
                 var opt = [Int32](repeating: 0, count: m + 1)
                 previous.withUnsafeBufferPointer { prev in current.withUnsafeMutableBufferPointer { cur in opt.withUnsafeMutableBufferPointer { op in
-                    // cur[i] = min over j in [level, i) of prev[j] + cost(j, i), for i in [level+1, m].
-                    stack.append((level + 1, m, level, m - 1))
-                    while let (lo, hi, optLo, optHi) = stack.popLast() {
-                        guard lo <= hi else { continue }
-                        let mid = (lo + hi) / 2
-                        var best = Double.infinity, bestJ = optLo
-                        let last = min(mid - 1, optHi)
-                        if optLo <= last {
-                            for j in optLo ... last {
-                                let c = prev[j] + cost(j, mid)
-                                if c < best { best = c; bestJ = j }
-                            }
+                    let dp = Level(sums: sums, previous: prev, current: cur, best: op)
+                    // Rows level+1...m; their optimal j lies in level...m-1.
+                    if m - level > 4096 {
+                        let halves = dp.solve(level + 1, m, level, m - 1, split: true)
+                        DispatchQueue.concurrentPerform(iterations: halves.count) { h in
+                            let t = halves[h]
+                            _ = dp.solve(t.0, t.1, t.2, t.3, split: false)
                         }
-                        cur[mid] = best
-                        op[mid] = Int32(bestJ)
-                        stack.append((lo, mid - 1, optLo, bestJ))
-                        stack.append((mid + 1, hi, bestJ, optHi))
+                    } else {
+                        _ = dp.solve(level + 1, m, level, m - 1, split: false)
                     }
                 } } }
                 splits[level] = opt
