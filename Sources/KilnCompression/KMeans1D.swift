@@ -51,7 +51,11 @@ enum KMeans1D {
     }
 
     /// Cluster centers (sorted ascending; fewer than `k` when there are fewer distinct values).
-    static func centers(_ values: [Float], k: Int) -> [Float] {
+    /// Above this many bytes of split table (k × m × 4), the splits are found by divide and
+    /// conquer over the clusters instead (O(m) memory, about twice the time).
+    static let splitTableBudget = 1 << 30
+
+    static func centers(_ values: [Float], k: Int, splitTableBudget budget: Int = splitTableBudget) -> [Float] {
         guard !values.isEmpty, k > 0 else { return [] }
         let sorted = values.sorted()
         var xs: [Double] = [], counts: [Double] = []
@@ -71,6 +75,17 @@ enum KMeans1D {
             pw[i + 1] = pw[i] + counts[i]
             ps[i + 1] = ps[i] + counts[i] * x
             pq[i + 1] = pq[i] + counts[i] * x * x
+        }
+        if k * (m + 1) * 4 > budget {
+            var bounds = [0, m]
+            pw.withUnsafeBufferPointer { w in ps.withUnsafeBufferPointer { s in pq.withUnsafeBufferPointer { q in
+                split(Sums(w: w, s: s, q: q), 0, m, k, into: &bounds)
+            } } }
+            bounds.sort()
+            return (0 ..< k).map { c in
+                let (a, b) = (bounds[c], bounds[c + 1])
+                return Float((ps[b] - ps[a]) / (pw[b] - pw[a]) + mean)
+            }
         }
         var previous = [Double](repeating: 0, count: m + 1)
         var current = [Double](repeating: .infinity, count: m + 1)
@@ -111,6 +126,79 @@ enum KMeans1D {
             let (a, b) = (bounds[c], bounds[c + 1])
             return Float((ps[b] - ps[a]) / (pw[b] - pw[a]) + mean)
         }
+    }
+
+    /// Least cost of points `[lo, i)` in `c` clusters, for every i in `lo...hi` (infinity where impossible).
+    static func prefixCosts(_ sums: Sums, _ lo: Int, _ hi: Int, _ c: Int) -> [Double] {
+        var previous = [Double](repeating: .infinity, count: hi - lo + 1)
+        for i in lo + 1 ... hi { previous[i - lo] = sums.cost(lo, i) }
+        guard c > 1 else { return previous }
+        var current = previous
+        for level in 1 ..< c {
+            for i in 0 ..< current.count { current[i] = .infinity }
+            // Rows i in lo+level+1...hi, optimal j in lo+level...i-1, monotone in i.
+            var stack = [(lo + level + 1, hi, lo + level, hi - 1)]
+            while let (rlo, rhi, olo, ohi) = stack.popLast() {
+                guard rlo <= rhi else { continue }
+                let mid = (rlo + rhi) / 2
+                var best = Double.infinity, bestJ = olo
+                if olo <= min(mid - 1, ohi) {
+                    for j in olo ... min(mid - 1, ohi) {
+                        let v = previous[j - lo] + sums.cost(j, mid)
+                        if v < best { best = v; bestJ = j }
+                    }
+                }
+                current[mid - lo] = best
+                stack.append((rlo, mid - 1, olo, bestJ))
+                stack.append((mid + 1, rhi, bestJ, ohi))
+            }
+            swap(&previous, &current)
+        }
+        return previous
+    }
+
+    /// Least cost of points `[i, hi)` in `c` clusters, for every i in `lo...hi`.
+    static func suffixCosts(_ sums: Sums, _ lo: Int, _ hi: Int, _ c: Int) -> [Double] {
+        var previous = [Double](repeating: .infinity, count: hi - lo + 1)
+        for i in lo ..< hi { previous[i - lo] = sums.cost(i, hi) }
+        guard c > 1 else { return previous }
+        var current = previous
+        for level in 1 ..< c {
+            for i in 0 ..< current.count { current[i] = .infinity }
+            // Rows i in lo...hi-level-1, optimal j in i+1...hi-level, monotone in i.
+            var stack = [(lo, hi - level - 1, lo + 1, hi - level)]
+            while let (rlo, rhi, olo, ohi) = stack.popLast() {
+                guard rlo <= rhi else { continue }
+                let mid = (rlo + rhi) / 2
+                var best = Double.infinity, bestJ = max(olo, mid + 1)
+                if max(olo, mid + 1) <= ohi {
+                    for j in max(olo, mid + 1) ... ohi {
+                        let v = sums.cost(mid, j) + previous[j - lo]
+                        if v < best { best = v; bestJ = j }
+                    }
+                }
+                current[mid - lo] = best
+                stack.append((rlo, mid - 1, olo, bestJ))
+                stack.append((mid + 1, rhi, bestJ, ohi))
+            }
+            swap(&previous, &current)
+        }
+        return previous
+    }
+
+    /// Appends the inner boundaries of an optimal split of points `[lo, hi)` into `c` clusters.
+    static func split(_ sums: Sums, _ lo: Int, _ hi: Int, _ c: Int, into bounds: inout [Int]) {
+        guard c > 1 else { return }
+        let left = c / 2, right = c - left
+        let f = prefixCosts(sums, lo, hi, left), b = suffixCosts(sums, lo, hi, right)
+        var best = Double.infinity, at = lo + left
+        for i in lo + left ... hi - right {
+            let v = f[i - lo] + b[i - lo]
+            if v < best { best = v; at = i }
+        }
+        bounds.append(at)
+        split(sums, lo, at, left, into: &bounds)
+        split(sums, at, hi, right, into: &bounds)
     }
 
     /// Index of the nearest center for each value (ties to the lower index); centers sorted.

@@ -33,13 +33,17 @@ final class PalettizationTests: XCTestCase {
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return Float(Int(state >> 40) % 1000) / 100 - 5
         }
-        for n in [5, 8, 12] {
-            for k in [2, 3, 4] {
+        for n in [5, 8, 12, 13] {
+            for k in [2, 3, 4, 5] {
                 for _ in 0 ..< 5 {
                     let values = (0 ..< n).map { _ in next() }
-                    let centers = KMeans1D.centers(values, k: k)
-                    XCTAssertEqual(error(values, centers), bruteForceError(values, k: k), accuracy: 1e-6, "n \(n) k \(k) \(values)")
-                    XCTAssertEqual(centers, centers.sorted())
+                    let want = bruteForceError(values, k: k)
+                    // Both ways of finding the splits: the split table, and divide and conquer.
+                    for budget in [KMeans1D.splitTableBudget, 0] {
+                        let centers = KMeans1D.centers(values, k: k, splitTableBudget: budget)
+                        XCTAssertEqual(error(values, centers), want, accuracy: 1e-6, "n \(n) k \(k) budget \(budget) \(values)")
+                        XCTAssertEqual(centers, centers.sorted())
+                    }
                 }
             }
         }
