@@ -26,12 +26,19 @@ let package = Package(
             dependencies: ["CProtobufC"]
         ),
         .target(
+            name: "CKilnKernels"
+        ),
+        .target(
             name: "KilnFormat",
             dependencies: ["CKilnSpecs", "CZlib"]
         ),
         .target(
             name: "KilnReference",
             dependencies: ["KilnFormat"]
+        ),
+        .target(
+            name: "KilnCompiler",
+            dependencies: ["KilnFormat", "KilnReference", "CKilnKernels"]
         ),
         .target(
             name: "KilnCompression",
@@ -43,11 +50,11 @@ let package = Package(
         ),
         .target(
             name: "KilnRuntime",
-            dependencies: ["KilnReference", "KilnFormat"]
+            dependencies: ["KilnCompiler", "KilnReference", "KilnFormat", "CKilnKernels"]
         ),
         .executableTarget(
             name: "kiln",
-            dependencies: ["KilnRuntime", "KilnReference", "KilnONNX", "KilnCompression", "KilnFormat"]
+            dependencies: ["KilnRuntime", "KilnCompiler", "KilnReference", "KilnONNX", "KilnCompression", "KilnFormat"]
         ),
         .executableTarget(
             name: "KilnExamples",
@@ -73,6 +80,11 @@ let package = Package(
         .testTarget(
             name: "KilnCompressionTests",
             dependencies: ["KilnCompression", "KilnReference", "KilnONNX", "KilnFormat"]
+        ),
+        .testTarget(
+            name: "KilnCompilerTests",
+            dependencies: ["KilnCompiler", "KilnRuntime", "KilnCompression", "KilnONNX", "KilnReference", "KilnFormat",
+                           "CKilnKernels", "KilnTestSupport"]
         ),
         .testTarget(
             name: "KilnRuntimeTests",

@@ -86,3 +86,34 @@ enum Weights {
         }
     }
 }
+
+/// Decoding of stored weights for other modules (the compiler packs compressed weights
+/// from these pieces; the executor decodes weights no kernel reads compressed).
+public enum WeightDecoding {
+    /// The weight's dense value as float32 (or its integer type), decoding compressed encodings.
+    /// - Parameter w: The weight.
+    /// - Returns: The array.
+    /// - Throws: ``OpError`` when the encoding's blobs do not fit.
+    public static func dense(_ w: Weight) throws -> NDArray { try Weights.decode(w) }
+
+    /// A blob's values as integers (sub-byte types unpacked LSB-first).
+    /// - Parameters:
+    ///   - blob: An integer blob.
+    ///   - count: How many values.
+    /// - Returns: The values.
+    public static func integers(_ blob: WeightBlob, count: Int) -> [Int] { Weights.integers(blob, count: count) }
+
+    /// A blob's values as float32.
+    /// - Parameter blob: A float blob.
+    /// - Returns: The values.
+    /// - Throws: ``OpError`` for a non-float blob.
+    public static func floats(_ blob: WeightBlob) throws -> [Float] { try Weights.floats(blob) }
+
+    /// Maps a flat element index of `shape` to the flat index of its block in a blockwise
+    /// parameter of `blockShape` (each dim 1, equal, or a divisor).
+    /// - Parameters:
+    ///   - shape: The weight's shape.
+    ///   - blockShape: The parameter's shape.
+    /// - Returns: The mapping.
+    public static func blockIndex(_ shape: [Int], _ blockShape: [Int]) -> (Int) -> Int { Weights.blockIndex(shape, blockShape) }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import KilnCompiler
 import KilnFormat
 import KilnReference
 
@@ -6,12 +7,26 @@ import KilnReference
 public struct ModelLoadOptions: Sendable {
     /// The defaults.
     public static let `default` = ModelLoadOptions()
-    /// Verify every weight blob's checksum while loading (default `true`).
+    /// Verify every weight blob's checksum while loading (default `true` for packages;
+    /// compiled artifacts always check their header and plan, and their weights when this is set
+    /// together with ``verifyCompiledWeights``).
     public var verifyChecksums = true
+    /// Also verify a compiled artifact's weight checksums (O(weights); default `false`).
+    public var verifyCompiledWeights = false
+    /// Threads a compiled function may use per call (default: the number of cores).
+    public var threads = ProcessInfo.processInfo.activeProcessorCount
 
     /// Creates options with the defaults.
     public init() {}
 }
+
+/// Something that runs one function.
+protocol FunctionRunner: Sendable {
+    var function: Function { get }
+    func run(_ inputs: [String: NDArray]) throws -> [String: NDArray]
+}
+
+extension ReferenceInterpreter: FunctionRunner {}
 
 /// A loaded model: its metadata and its named functions.
 ///
@@ -21,50 +36,100 @@ public struct ModelLoadOptions: Sendable {
 /// let outputs = try await encode.run(inputs: ["tokens": tokens])
 /// ```
 public final class Model: Sendable {
+    enum Backend: Sendable {
+        case portable(PortableModel)
+        case compiled(CompiledArtifact)
+    }
+
     /// The model's metadata.
     public let metadata: Metadata
     /// Where it was loaded from.
     public let url: URL
-    let portable: PortableModel
+    /// The architecture of the compiled artifact running it, or `nil` for the reference interpreter.
+    public let architecture: String?
+    let backend: Backend
+    let options: ModelLoadOptions
 
-    init(portable: PortableModel, url: URL) {
-        self.portable = portable
-        metadata = portable.metadata
+    init(backend: Backend, url: URL, options: ModelLoadOptions) {
+        self.backend = backend
+        switch backend {
+        case .portable(let p):
+            metadata = p.metadata
+            architecture = nil
+        case .compiled(let a):
+            metadata = a.plan.model.metadata
+            architecture = a.header.arch
+        }
         self.url = url
+        self.options = options
     }
 
     /// Loads a model.
     ///
-    /// Today this accepts a portable `Name.kiln` package, run by the reference interpreter.
+    /// Accepts a portable `Name.kiln` package (run by the reference interpreter) or a compiled
+    /// `Name.<arch>.compiled` artifact (mapped, not copied; its header, plan and arch are checked).
     /// - Parameters:
-    ///   - url: The package.
+    ///   - url: The package or artifact.
     ///   - options: Load options.
     /// - Returns: The model.
-    /// - Throws: ``PackageError`` for a malformed package, ``RuntimeError`` for anything else.
+    /// - Throws: ``PackageError`` for a malformed package or artifact, ``RuntimeError`` for anything else.
     public static func load(contentsOf url: URL, options: ModelLoadOptions = .default) async throws -> Model {
         let path = url.path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw RuntimeError(path: path, reason: "no such file or directory")
         }
-        guard isDirectory.boolValue, FileManager.default.fileExists(atPath: "\(path)/\(PackageFormat.manifestFileName)") else {
-            throw RuntimeError(path: path, reason: "not a Kiln package (expected a Name.kiln directory)")
+        if !isDirectory.boolValue, path.hasSuffix(".\(CompiledFormat.fileExtension)") {
+            return Model(backend: .compiled(try loadArtifact(path, options)), url: url, options: options)
         }
-        return Model(portable: try PackageReader.read(at: path, verifyChecksums: options.verifyChecksums), url: url)
+        guard isDirectory.boolValue, FileManager.default.fileExists(atPath: "\(path)/\(PackageFormat.manifestFileName)") else {
+            throw RuntimeError(path: path, reason: "not a Kiln package or compiled artifact (expected Name.kiln or Name.<arch>.compiled)")
+        }
+        return Model(backend: .portable(try PackageReader.read(at: path, verifyChecksums: options.verifyChecksums)), url: url, options: options)
+    }
+
+    static func loadArtifact(_ path: String, _ options: ModelLoadOptions) throws -> CompiledArtifact {
+        let artifact = try CompiledArtifact.read(at: path, verifyWeights: options.verifyChecksums && options.verifyCompiledWeights)
+        let header = artifact.header
+        guard header.minimumRuntime <= CompiledFormat.runtimeVersion else {
+            throw RuntimeError(path: path, reason: "needs Kiln runtime \(header.minimumRuntime) or newer; this is \(CompiledFormat.runtimeVersion)")
+        }
+        guard let arch = Architecture.named(header.arch) else {
+            throw RuntimeError(path: path, reason: "unknown architecture '\(header.arch)'")
+        }
+        guard arch.isRunnableOnHost else {
+            throw RuntimeError(path: path, reason: "is compiled for \(arch.name), which this host cannot run (host: \(Architecture.host?.name ?? "unsupported"))")
+        }
+        return artifact
     }
 
     /// The names of the model's functions, in package order.
-    public var functionNames: [String] { portable.functions.map(\.name) }
+    public var functionNames: [String] {
+        switch backend {
+        case .portable(let p): return p.functions.map(\.name)
+        case .compiled(let a): return a.plan.model.functions.map(\.name)
+        }
+    }
 
     /// Prepares a function for running.
     /// - Parameter name: The function's name.
     /// - Returns: The function, or `nil` when the model has none of that name.
     /// - Throws: ``InferenceError`` when the function exists but cannot be prepared.
     public func loadFunction(named name: String) async throws -> InferenceFunction? {
-        guard portable.function(named: name) != nil else { return nil }
-        return InferenceFunction(try ReferenceInterpreter(model: portable, function: name))
+        switch backend {
+        case .portable(let p):
+            guard p.function(named: name) != nil else { return nil }
+            return InferenceFunction(try ReferenceInterpreter(model: p, function: name))
+        case .compiled(let a):
+            guard let i = a.plan.model.functions.firstIndex(where: { $0.name == name }) else { return nil }
+            return InferenceFunction(try CompiledExecutor(plan: a.plan, function: i, threads: options.threads))
+        }
     }
 }
+
+/// The host's best architecture name (CPUID and OS-enabled register state on x86-64,
+/// HWCAP on arm64; detected once), or `nil` on a CPU family Kiln has no kernels for.
+public var hostArchitectureName: String? { Architecture.host?.name }
 
 /// A function ready to run. Calls from many tasks at once are safe.
 public final class InferenceFunction: Sendable {
@@ -72,12 +137,12 @@ public final class InferenceFunction: Sendable {
     public let name: String
     /// Its inputs and outputs.
     public let descriptor: FunctionDescriptor
-    private let interpreter: ReferenceInterpreter
+    private let runner: any FunctionRunner
 
-    init(_ interpreter: ReferenceInterpreter) {
-        self.interpreter = interpreter
-        name = interpreter.function.name
-        descriptor = FunctionDescriptor(interpreter.function)
+    init(_ runner: any FunctionRunner) {
+        self.runner = runner
+        name = runner.function.name
+        descriptor = FunctionDescriptor(runner.function)
     }
 
     /// Runs the function.
@@ -86,7 +151,7 @@ public final class InferenceFunction: Sendable {
     /// - Returns: The outputs by name.
     /// - Throws: ``InferenceError`` naming the function and what is wrong.
     public func run(inputs: [String: NDArray]) async throws -> InferenceOutputs {
-        let values = try interpreter.run(inputs)
+        let values = try runner.run(inputs)
         return InferenceOutputs(names: descriptor.outputNames, values: values)
     }
 }

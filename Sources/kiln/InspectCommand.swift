@@ -4,9 +4,9 @@ import KilnFormat
 enum InspectCommand {
     static let spec = CommandSpec(
         name: "inspect",
-        abstract: "Show a package's metadata, size, precision, ops and function signatures.",
+        abstract: "Show a package's or compiled artifact's metadata, size, ops and function signatures.",
         usage: "kiln inspect PATH [--json]",
-        arguments: [("PATH", "A Kiln package (Name.kiln).")],
+        arguments: [("PATH", "A Kiln package (Name.kiln) or compiled artifact (Name.<arch>.compiled).")],
         options: [OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON (schema in specs/cli.md).")])
 
     static func run(_ args: ParsedArguments) throws {
@@ -14,6 +14,12 @@ enum InspectCommand {
             throw UsageError(message: args.positionals.isEmpty ? "missing PATH" : "expected one PATH, got \(args.positionals.count)", command: spec)
         }
         let path = args.positionals[0]
+        if path.hasSuffix(".\(CompiledFormat.fileExtension)") {
+            let artifact = try CompiledArtifact.read(at: path)
+            Console.out(args.has("--json") ? ArtifactInspection.json(artifact, path: path).rendered() + "\n"
+                : ArtifactInspection.text(artifact, path: path))
+            return
+        }
         let model = try PackageReader.read(at: path)
         let size = PackageReader.diskSize(ofPackageAt: path)
         if args.has("--json") {

@@ -14,6 +14,7 @@ enum Kiln {
         (MetaCommand.spec, MetaCommand.run),
         (ConvertCommand.spec, ConvertCommand.run),
         (OptimizeCommand.spec, OptimizeCommand.run),
+        (CompileCommand.spec, CompileCommand.run),
         (RunCommand.spec, RunCommand.run),
     ]
 

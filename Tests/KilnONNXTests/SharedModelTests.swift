@@ -2,6 +2,7 @@ import Foundation
 import KilnFormat
 import KilnONNX
 import KilnReference
+import KilnTestSupport
 import XCTest
 
 /// The three trained models of ../shared/models convert, and the converted packages

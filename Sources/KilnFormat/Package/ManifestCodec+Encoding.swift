@@ -45,6 +45,16 @@ extension ManifestCodec {
     package static func encode(_ contents: ManifestContents,
                                patch: ((UnsafeMutablePointer<Kiln__Model>) -> Void)? = nil) -> [UInt8] {
         let arena = CArena()
+        var m = buildModel(contents, arena)
+        patch?(&m)
+        var out = [UInt8](repeating: 0, count: kiln__model__get_packed_size(&m))
+        let written = out.withUnsafeMutableBufferPointer { kiln__model__pack(&m, $0.baseAddress) }
+        precondition(written == out.count, "protobuf-c packed \(written) of \(out.count) bytes")
+        return out
+    }
+
+    /// The C message of a manifest, its memory owned by `arena`.
+    static func buildModel(_ contents: ManifestContents, _ arena: CArena) -> Kiln__Model {
         var m = Kiln__Model()
         kiln__model__init(&m)
         m.format_version = UInt32(clamping: contents.formatVersion)
@@ -56,11 +66,7 @@ extension ManifestCodec {
         m.functions = arena.messages(contents.functions.map { encodeFunction($0, arena) })
         m.weights_file = arena.string(contents.weightsFile)
         m.weights_file_size = UInt64(contents.weightsFileSize)
-        patch?(&m)
-        var out = [UInt8](repeating: 0, count: kiln__model__get_packed_size(&m))
-        let written = out.withUnsafeMutableBufferPointer { kiln__model__pack(&m, $0.baseAddress) }
-        precondition(written == out.count, "protobuf-c packed \(written) of \(out.count) bytes")
-        return out
+        return m
     }
 
     static func encodeMetadata(_ meta: Metadata, _ arena: CArena) -> UnsafeMutablePointer<Kiln__Metadata> {

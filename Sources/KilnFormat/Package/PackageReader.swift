@@ -85,6 +85,7 @@ public enum PackageReader {
     /// Checks every blob against the weights file and builds the validated model.
     package static func assemble(_ contents: ManifestContents, weights: UnsafeRawBufferPointer,
                                  weightsPath: String, manifestPath: String, verifyChecksums: Bool,
+                                 validateModel: Bool = true,
                                  storage: (Range<Int>) -> ByteStorage) throws -> PortableModel {
         let file = contents.weightsFile
         guard weights.count == contents.weightsFileSize else {
@@ -138,6 +139,7 @@ public enum PackageReader {
         let model = PortableModel(formatVersion: contents.formatVersion, metadata: contents.metadata,
                           computePrecision: contents.computePrecision, weights: modelWeights,
                           functions: contents.functions)
+        guard validateModel else { return model }
         do {
             try model.validate()
         } catch let e as PackageError {
@@ -161,5 +163,21 @@ extension PackageReader {
             var st = stat()
             return stat("\(path)/\(name)", &st) == 0 ? total + Int(st.st_size) : total
         }
+    }
+}
+
+extension PackageReader {
+    /// SHA-256 over a package's manifest then weights file (the source digest of artifacts
+    /// compiled from it): content only, never path or modification time.
+    /// - Parameter path: The package directory.
+    /// - Returns: 32 bytes.
+    /// - Throws: ``PackageError`` when a file cannot be read.
+    public static func digest(ofPackageAt path: String) throws -> [UInt8] {
+        var h = SHA256()
+        for name in [PackageFormat.manifestFileName, PackageFormat.weightsFileName] {
+            let file = try MappedFile(path: "\(path)/\(name)")
+            h.update(file.bytes)
+        }
+        return h.finalize()
     }
 }

@@ -5,9 +5,9 @@ final class NDStorage: @unchecked Sendable {
     /// Set when the memory belongs to someone else (a mapped weight); never written.
     let borrowed: ByteStorage?
 
-    init(byteCount: Int) {
+    init(byteCount: Int, zeroed: Bool = true) {
         base = UnsafeMutableRawPointer.allocate(byteCount: max(byteCount, 1), alignment: 64)
-        base.initializeMemory(as: UInt8.self, repeating: 0, count: max(byteCount, 1))
+        if zeroed { base.initializeMemory(as: UInt8.self, repeating: 0, count: max(byteCount, 1)) }
         self.byteCount = byteCount
         borrowed = nil
     }
@@ -52,6 +52,22 @@ public struct NDArray: @unchecked Sendable {
         offset = 0
         storage = NDStorage(byteCount: count * scalarType.bitWidth / 8)
     }
+
+    /// A contiguous array whose memory the caller fills before anyone reads it (kernels
+    /// that write every element).
+    package init(uninitializedShape shape: [Int], scalarType: DataType) {
+        let count = KilnFormat.elementCount(shape) ?? 0
+        precondition(!scalarType.isSubByte && shape.allSatisfy { $0 >= 0 })
+        self.shape = shape
+        self.scalarType = scalarType
+        strides = NDArray.contiguousStrides(shape)
+        offset = 0
+        storage = NDStorage(byteCount: count * scalarType.bitWidth / 8, zeroed: false)
+    }
+
+    /// The first element's address. Only for contiguous arrays the caller keeps alive;
+    /// writes only to arrays the caller just created.
+    package var unsafeBase: UnsafeMutableRawPointer { storage.base + offset * elementSize }
 
     /// A contiguous array holding `scalars` in C order.
     /// - Parameters:

@@ -1,0 +1,75 @@
+// CPU feature detection: CPUID and the OS-enabled state in XCR0 on x86-64, HWCAP on arm64.
+#include "kiln_kernels.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+static uint64_t kiln_xgetbv0(void) {
+    uint32_t eax, edx;
+    __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+    return ((uint64_t)edx << 32) | eax;
+}
+
+uint32_t kiln_cpu_detect(void) {
+    uint32_t a, b, c, d;
+    uint32_t features = KILN_CPU_SSE2; // every x86-64 CPU
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return features;
+    const uint32_t c1 = c;
+    uint32_t b7 = 0;
+    if (__get_cpuid_max(0, 0) >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        b7 = b;
+    }
+    uint32_t cx = 0;
+    if (__get_cpuid_max(0x80000000u, 0) >= 0x80000001u) {
+        __cpuid(0x80000001u, a, b, c, d);
+        cx = c;
+    }
+#define BIT(r, n) (((r) >> (n)) & 1u)
+    const int v2 = BIT(c1, 0) && BIT(c1, 9) && BIT(c1, 13) && BIT(c1, 19) && BIT(c1, 20) && BIT(c1, 23) && BIT(cx, 0);
+    if (!v2) return features;
+    features |= KILN_CPU_X86_V2;
+    // AVX state needs OSXSAVE and XCR0 bits 1 (SSE) and 2 (AVX): a CPU with AVX whose OS
+    // does not save YMM registers cannot run AVX code.
+    if (!BIT(c1, 27)) return features;
+    const uint64_t xcr0 = kiln_xgetbv0();
+    const int os_ymm = (xcr0 & 0x6) == 0x6;
+    const int v3 = os_ymm && BIT(c1, 28) && BIT(c1, 12) && BIT(c1, 29) && BIT(c1, 22) && BIT(b7, 5) && BIT(b7, 3)
+        && BIT(b7, 8) && BIT(cx, 5);
+    if (!v3) return features;
+    features |= KILN_CPU_X86_V3;
+    // AVX-512 also needs XCR0 bits 5, 6, 7 (opmask, upper ZMM0-15, ZMM16-31).
+    const int os_zmm = (xcr0 & 0xE6) == 0xE6;
+    const int v4 = os_zmm && BIT(b7, 16) && BIT(b7, 17) && BIT(b7, 28) && BIT(b7, 30) && BIT(b7, 31);
+    if (v4) features |= KILN_CPU_X86_V4;
+#undef BIT
+    return features;
+}
+
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+
+uint32_t kiln_cpu_detect(void) {
+    const unsigned long hw = getauxval(AT_HWCAP);
+    uint32_t features = 0;
+    if (hw & (1ul << 1)) features |= KILN_CPU_NEON;                // HWCAP_ASIMD
+    const int dot = (hw >> 20) & 1ul, fphp = (hw >> 9) & 1ul, asimdhp = (hw >> 10) & 1ul;
+    if ((features & KILN_CPU_NEON) && dot && fphp && asimdhp) features |= KILN_CPU_ARM_DOTPROD;
+    return features;
+}
+
+#else
+uint32_t kiln_cpu_detect(void) { return 0; }
+#endif
+
+static uint32_t kiln_cpu_cached;
+static int kiln_cpu_ready;
+
+uint32_t kiln_cpu_features(void) {
+    // Detection is idempotent, so a race only repeats it; the record is written once per value.
+    if (!__atomic_load_n(&kiln_cpu_ready, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&kiln_cpu_cached, kiln_cpu_detect(), __ATOMIC_RELAXED);
+        __atomic_store_n(&kiln_cpu_ready, 1, __ATOMIC_RELEASE);
+    }
+    return __atomic_load_n(&kiln_cpu_cached, __ATOMIC_RELAXED);
+}

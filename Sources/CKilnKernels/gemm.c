@@ -1,0 +1,181 @@
+// Float32 GEMM: the scalar reference microkernels, weight packing and decoding, the
+// driver that walks panels and row blocks, and the epilogue.
+#include "kiln_kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#define KILN_MAX_MR 8
+#define KILN_MAX_NR 16
+
+static inline void kiln_ukernel_scalar(size_t MR, size_t NR, size_t mr, size_t nc, size_t k, const float *a,
+                                       size_t lda, const float *b, float *c, size_t ldc) {
+    float acc[KILN_MAX_MR][KILN_MAX_NR] = {{0}};
+    (void)MR;
+    for (size_t p = 0; p < k; p++) {
+        const float *row = b + p * NR;
+        for (size_t i = 0; i < mr; i++) {
+            const float av = a[i * lda + p];
+            for (size_t j = 0; j < NR; j++) acc[i][j] += av * row[j];
+        }
+    }
+    for (size_t i = 0; i < mr; i++) memcpy(c + i * ldc, acc[i], nc * sizeof(float));
+}
+
+void kiln_f32_gemm_4x8__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, float *c,
+                               size_t ldc) {
+    kiln_ukernel_scalar(4, 8, mr, nc, k, a, lda, b, c, ldc);
+}
+
+void kiln_f32_gemm_4x16__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, float *c,
+                                size_t ldc) {
+    kiln_ukernel_scalar(4, 16, mr, nc, k, a, lda, b, c, ldc);
+}
+
+typedef struct {
+    const char *name;
+    kiln_f32_gemm_ukernel fn;
+    size_t mr, nr;
+    uint32_t feature;
+} kiln_ukernel_entry;
+
+#define KILN_ENTRY(name, mr, nr, feature) {#name, kiln_##name, mr, nr, feature},
+static const kiln_ukernel_entry kiln_ukernels[] = {
+    {"f32_gemm_4x8__scalar", kiln_f32_gemm_4x8__scalar, 4, 8, 0},
+    {"f32_gemm_4x16__scalar", kiln_f32_gemm_4x16__scalar, 4, 16, 0},
+#if defined(__x86_64__)
+    KILN_F32_GEMM_UKERNELS_X86(KILN_ENTRY)
+#endif
+#if defined(__aarch64__)
+    KILN_F32_GEMM_UKERNELS_ARM(KILN_ENTRY)
+#endif
+};
+#undef KILN_ENTRY
+
+kiln_f32_gemm_ukernel kiln_f32_gemm_ukernel_named(const char *name, size_t *mr, size_t *nr) {
+    const uint32_t have = kiln_cpu_features();
+    for (size_t i = 0; i < sizeof(kiln_ukernels) / sizeof(kiln_ukernels[0]); i++) {
+        const kiln_ukernel_entry *e = &kiln_ukernels[i];
+        if (strcmp(e->name, name) != 0) continue;
+        if ((have & e->feature) != e->feature) return NULL;
+        *mr = e->mr;
+        *nr = e->nr;
+        return e->fn;
+    }
+    return NULL;
+}
+
+static inline float kiln_activate(float x, const kiln_epilogue *e) {
+    switch (e->activation) {
+    case KILN_ACT_RELU: return x > 0 ? x : (x != x ? x : 0.0f);
+    case KILN_ACT_HARD_SWISH: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
+    case KILN_ACT_HARD_SIGMOID: return fmaxf(0.0f, fminf(1.0f, e->alpha * x + e->beta));
+    case KILN_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case KILN_ACT_CLIP: return x < e->alpha ? e->alpha : (x > e->beta ? e->beta : x);
+    case KILN_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case KILN_ACT_TANH: return tanhf(x);
+    default: return x;
+    }
+}
+
+void kiln_f32_epilogue(size_t m, size_t n, float *c, size_t ldc, const float *bias, const kiln_epilogue *e) {
+    if (!e) return;
+    for (size_t i = 0; i < m; i++) {
+        float *row = c + i * ldc;
+        if (bias)
+            for (size_t j = 0; j < n; j++) row[j] += bias[j];
+        if (e->activation == KILN_ACT_RELU) {
+            for (size_t j = 0; j < n; j++) row[j] = row[j] > 0 ? row[j] : (row[j] != row[j] ? row[j] : 0.0f);
+        } else if (e->activation != KILN_ACT_NONE) {
+            for (size_t j = 0; j < n; j++) row[j] = kiln_activate(row[j], e);
+        }
+    }
+}
+
+void kiln_f32_pack_b(size_t k, size_t n, size_t nr, const float *b, size_t ldb, size_t cs, float *packed) {
+    const size_t panels = (n + nr - 1) / nr;
+    for (size_t p = 0; p < panels; p++) {
+        for (size_t kk = 0; kk < k; kk++) {
+            float *out = packed + (p * k + kk) * nr;
+            for (size_t j = 0; j < nr; j++) {
+                const size_t col = p * nr + j;
+                out[j] = col < n ? b[kk * ldb + col * cs] : 0.0f;
+            }
+        }
+    }
+}
+
+void kiln_unpack_b_panel(const kiln_packed_b *b, size_t p, float *out) {
+    const size_t k = b->k, nr = b->nr, n0 = p * nr;
+    const size_t npad = (b->n + nr - 1) / nr * nr;
+    switch (b->kind) {
+    case KILN_B_F32:
+        memcpy(out, (const float *)b->data + p * k * nr, k * nr * sizeof(float));
+        return;
+    case KILN_B_INT8:
+    case KILN_B_UINT8: {
+        const int8_t *s8 = (const int8_t *)b->data + p * k * nr;
+        const uint8_t *u8 = (const uint8_t *)b->data + p * k * nr;
+        for (size_t kk = 0; kk < k; kk++) {
+            const size_t row = (kk / b->k_block) * npad + n0;
+            const float *scale = b->scale + row;
+            const float *zero = b->zero ? b->zero + row : NULL;
+            for (size_t j = 0; j < nr; j++) {
+                const float q = b->kind == KILN_B_INT8 ? (float)s8[kk * nr + j] : (float)u8[kk * nr + j];
+                out[kk * nr + j] = (zero ? q - zero[j] : q) * scale[j];
+            }
+        }
+        return;
+    }
+    case KILN_B_LUT: {
+        const size_t row_bytes = nr * b->nbits / 8;
+        const uint8_t *base = (const uint8_t *)b->data + p * k * row_bytes;
+        const uint32_t mask = (1u << b->nbits) - 1u;
+        for (size_t kk = 0; kk < k; kk++) {
+            const uint8_t *bytes = base + kk * row_bytes;
+            for (size_t j = 0; j < nr; j++) {
+                const size_t bit = j * b->nbits;
+                uint32_t word = bytes[bit >> 3];
+                if ((bit & 7) + b->nbits > 8) word |= (uint32_t)bytes[(bit >> 3) + 1] << 8;
+                const uint32_t index = (word >> (bit & 7)) & mask;
+                const size_t col = n0 + j;
+                if (col >= b->n) {
+                    out[kk * nr + j] = 0.0f;
+                    continue;
+                }
+                const float v = b->lut[(col / b->group_size) * b->entries + index];
+                out[kk * nr + j] = b->column_scale ? v * b->column_scale[col] : v;
+            }
+        }
+        return;
+    }
+    }
+}
+
+size_t kiln_f32_gemm_scratch_bytes(const kiln_packed_b *b) {
+    return b->kind == KILN_B_F32 ? 0 : b->k * b->nr * sizeof(float);
+}
+
+void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b *b, const float *a, size_t lda,
+                   float *c, size_t ldc, size_t m_begin, size_t m_end, size_t p_begin, size_t p_end,
+                   const kiln_epilogue *epilogue, float *scratch) {
+    const size_t k = b->k, nr = b->nr;
+    for (size_t p = p_begin; p < p_end; p++) {
+        const float *panel;
+        if (b->kind == KILN_B_F32) {
+            panel = (const float *)b->data + p * k * nr;
+        } else {
+            kiln_unpack_b_panel(b, p, scratch);
+            panel = scratch;
+        }
+        const size_t n0 = p * nr;
+        const size_t nc = b->n - n0 < nr ? b->n - n0 : nr;
+        for (size_t m = m_begin; m < m_end; m += mr) {
+            const size_t rows = m_end - m < mr ? m_end - m : mr;
+            float *tile = c + m * ldc + n0;
+            ukernel(rows, nc, k, a + m * lda, lda, panel, tile, ldc);
+            if (epilogue && (epilogue->bias || epilogue->activation != KILN_ACT_NONE))
+                kiln_f32_epilogue(rows, nc, tile, ldc, epilogue->bias ? epilogue->bias + n0 : NULL, epilogue);
+        }
+    }
+}

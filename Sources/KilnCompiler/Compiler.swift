@@ -1,0 +1,58 @@
+import KilnFormat
+
+/// Compiles portable models into per-architecture artifacts.
+public enum Compiler {
+    /// The passes, by name. Pipelines list these names.
+    public static let passes: [String: any CompilerPass] = [
+        DeadCodeElimination.name: DeadCodeElimination(),
+        BatchNormFolding.name: BatchNormFolding(),
+        EpilogueFusion.name: EpilogueFusion(),
+        Lowering.name: Lowering(),
+    ]
+
+    /// The default pipeline: clean up, fold, fuse, lower.
+    public static let defaultPipeline = [
+        DeadCodeElimination.name, BatchNormFolding.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
+    ]
+
+    /// What to compile for.
+    public struct Options: Sendable {
+        /// The target.
+        public var arch: Architecture
+        /// The oldest runtime allowed to load the artifact.
+        public var minimumRuntime: RuntimeVersion = CompiledFormat.runtimeVersion
+        /// Pass names, in order; must end with lowering.
+        public var pipeline: [String] = Compiler.defaultPipeline
+
+        /// Options for `arch` with the defaults.
+        /// - Parameter arch: The target.
+        public init(arch: Architecture) { self.arch = arch }
+
+        /// SHA-256 of the options, as recorded in the artifact header.
+        public var digest: [UInt8] {
+            let text = "arch=\(arch.name);min_runtime=\(minimumRuntime);pipeline=\(pipeline.joined(separator: ","))"
+            return Array(text.utf8).withUnsafeBytes { SHA256.hash($0) }
+        }
+    }
+
+    /// Compiles `model`.
+    /// - Parameters:
+    ///   - model: A validated portable model.
+    ///   - options: Target and pipeline.
+    ///   - sourceDigest: SHA-256 of the source package.
+    /// - Returns: The artifact's header and plan.
+    /// - Throws: ``CompileError`` for an unknown pass or a model that cannot be compiled.
+    public static func compile(_ model: PortableModel, options: Options, sourceDigest: [UInt8]) throws -> (ArtifactHeader, CompiledPlan) {
+        let unknown = options.pipeline.filter { passes[$0] == nil }
+        guard unknown.isEmpty else { throw CompileError("unknown pass \(unknown.map { "'\($0)'" }.joined(separator: ", ")); passes: \(passes.keys.sorted().joined(separator: ", "))") }
+        guard options.pipeline.last == Lowering.name else { throw CompileError("a pipeline must end with '\(Lowering.name)'") }
+        guard options.minimumRuntime >= RuntimeVersion(0, 1) else { throw CompileError("minimum runtime version must be at least 0.1") }
+        var unit = CompilationUnit(model: model, arch: options.arch)
+        for name in options.pipeline { try passes[name]!.apply(to: &unit) }
+        let plan = try MemoryPlanning.plan(unit)
+        let header = ArtifactHeader(arch: options.arch.name, minimumRuntime: options.minimumRuntime,
+                                    compilerVersion: CompiledFormat.compilerVersion, sourceDigest: sourceDigest,
+                                    optionsDigest: options.digest)
+        return (header, plan)
+    }
+}

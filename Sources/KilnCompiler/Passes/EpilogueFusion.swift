@@ -1,0 +1,86 @@
+import KilnFormat
+
+/// Fuses a bias add and an activation into the epilogue of `conv`, `linear` and `matmul`
+/// (with a weight as right operand).
+///
+/// Before: `y = matmul(x, W); z = add(y, b); a = gelu(z)` — after: `a = matmul(x, W, b)`
+/// with attribute `kiln.activation = "gelu"`. Only values with a single reader fuse.
+/// Activations: relu, hard_swish, hard_sigmoid, gelu (erf form), sigmoid, tanh, and clip
+/// with constant bounds; their parameters become `kiln.alpha` / `kiln.beta`.
+public struct EpilogueFusion: CompilerPass {
+    /// `epilogue_fusion`.
+    public static let name = "epilogue_fusion"
+
+    /// Creates the pass.
+    public init() {}
+
+    /// Runs the pass.
+    /// - Parameter unit: The unit to rewrite.
+    public func apply(to unit: inout CompilationUnit) throws {
+        for fi in unit.model.functions.indices {
+            var f = unit.model.functions[fi]
+            var removed = Set<Int>()
+            var changed = true
+            while changed {
+                changed = false
+                let uses = UseIndex(f)
+                for (i, op) in f.operations.enumerated() where !removed.contains(i) && fusable(op, unit) {
+                    let out = op.outputs[0].name
+                    guard uses.isPrivate(out), let ci = uses.readers[out]?.first, !removed.contains(ci) else { continue }
+                    let consumer = f.operations[ci]
+                    guard consumer.outputs.count == 1 else { continue }
+                    var fused = op
+                    if consumer.opType == "add", op.opType == "matmul", op.inputs.count == 2, consumer.inputs.count == 2,
+                       op.attributes["kiln.activation"] == nil {
+                        let other = consumer.inputs[0] == out ? consumer.inputs[1] : consumer.inputs[0]
+                        guard let b = unit.weight(other), b.shape.count == 1,
+                              let w = unit.weight(op.inputs[1]), b.shape[0] == w.shape[1] else { continue }
+                        fused.inputs.append(other)
+                    } else if op.attributes["kiln.activation"] == nil, let (name, alpha, beta) = activation(consumer) {
+                        fused.attributes["kiln.activation"] = .string(name)
+                        fused.attributes["kiln.alpha"] = .float(alpha)
+                        fused.attributes["kiln.beta"] = .float(beta)
+                    } else {
+                        continue
+                    }
+                    fused.outputs = consumer.outputs
+                    f.operations[ci] = fused
+                    removed.insert(i)
+                    changed = true
+                }
+                if changed {
+                    f.operations = f.operations.enumerated().filter { !removed.contains($0.offset) }.map(\.element)
+                    removed = []
+                }
+            }
+            unit.model.functions[fi] = f
+        }
+    }
+
+    func fusable(_ op: Operation, _ unit: CompilationUnit) -> Bool {
+        guard op.outputs.count == 1, op.outputs[0].type.dtype == .float32, op.inputs.count >= 2,
+              let w = unit.weight(op.inputs[1]) else { return false }
+        switch op.opType {
+        case "conv": return w.shape.count == 4
+        case "linear": return w.shape.count == 2
+        case "matmul": return w.shape.count == 2
+        default: return false
+        }
+    }
+
+    func activation(_ op: Operation) -> (String, Double, Double)? {
+        let a = op.attributes
+        switch op.opType {
+        case "relu", "hard_swish", "sigmoid", "tanh": return (op.opType, 0, 0)
+        case "gelu": return (try? a.string("approximate", "none")) == "none" ? ("gelu", 0, 0) : nil
+        case "hard_sigmoid":
+            guard let alpha = try? a.float("alpha", 0.2), let beta = try? a.float("beta", 0.5) else { return nil }
+            return ("hard_sigmoid", alpha, beta)
+        case "clip":
+            guard op.inputs.count == 1, let lo = try? a.float("min", -Double.infinity),
+                  let hi = try? a.float("max", Double.infinity) else { return nil }
+            return ("clip", lo, hi)
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import KilnFormat
+import KilnReference
+
+/// Packs a GEMM weight operand B (K × N) into panels of `nr` columns, each panel K rows of
+/// `nr` entries (the last zero-padded): the layout the arch's GEMM microkernel streams.
+///
+/// Dense float weights become float32 panels. Compressed weights stay compressed:
+/// linear-quantized ones as 8-bit integer panels with float32 scale and zero point per
+/// (K block, column); palettized ones as panels of bit-packed indices (LSB-first, whole
+/// bytes per panel row) with their tables and optional per-column scale. A compressed
+/// weight whose blocks do not follow (K block, column) is packed dense.
+enum WeightPacking {
+    /// Reads element (k, n) of the weight from its flat index.
+    struct Orientation {
+        var k: Int
+        var n: Int
+        var flat: (Int, Int) -> Int
+    }
+
+    static func pack(_ w: Weight, name: String, _ o: Orientation, nr: Int) throws -> Weight {
+        let panels = (o.n + nr - 1) / nr
+        let npad = panels * nr
+        func panelOrder<T>(_ value: (Int, Int) -> T, pad: T) -> [T] {
+            var out: [T] = []
+            out.reserveCapacity(panels * o.k * nr)
+            for p in 0 ..< panels { for k in 0 ..< o.k { for j in 0 ..< nr {
+                let n = p * nr + j
+                out.append(n < o.n ? value(k, n) : pad)
+            } } }
+            return out
+        }
+        func blob<T>(_ values: [T], _ dtype: DataType, _ shape: [Int]) -> WeightBlob {
+            WeightBlob(dtype: dtype, shape: shape, data: ByteStorage(values.withUnsafeBytes { Array($0) }))
+        }
+        switch w.encoding {
+        case .quantized(let q) where !q.data.dtype.isFloatingPoint:
+            let ints = WeightDecoding.integers(q.data, count: w.elementCount)
+            let scale = try WeightDecoding.floats(q.scale)
+            let block = WeightDecoding.blockIndex(w.shape, q.scale.shape)
+            let zero = q.zeroPoint.map { WeightDecoding.integers($0, count: $0.shape.reduce(1, *)) }
+            let zeroBlock = q.zeroPoint.map { WeightDecoding.blockIndex(w.shape, $0.shape) }
+            guard let kb = Self.kBlock(o, block), zeroBlock.map({ Self.kBlock(o, $0).map { kb % $0 == 0 || $0 % kb == 0 } ?? false }) ?? true else { break }
+            let kBlock = min(kb, zeroBlock.flatMap { Self.kBlock(o, $0) } ?? kb)
+            let blocks = o.k / kBlock
+            let signed = [.int8, .int4].contains(q.data.dtype)
+            let data: WeightBlob = signed
+                ? blob(panelOrder({ Int8(ints[o.flat($0, $1)]) }, pad: 0), .int8, [panels, o.k, nr])
+                : blob(panelOrder({ UInt8(ints[o.flat($0, $1)]) }, pad: 0), .uint8, [panels, o.k, nr])
+            var scales = [Float](repeating: 0, count: blocks * npad), zeros = [Float](repeating: 0, count: blocks * npad)
+            for b in 0 ..< blocks { for n in 0 ..< o.n {
+                let i = o.flat(b * kBlock, n)
+                scales[b * npad + n] = scale[block(i)]
+                if let zero, let zeroBlock { zeros[b * npad + n] = Float(zero[zeroBlock(i)]) }
+            } }
+            return Weight(name: name, dtype: .float32, shape: [o.k, o.n], encoding: .quantized(QuantizedWeight(
+                data: data, scale: blob(scales, .float32, [blocks, npad]),
+                zeroPoint: zero == nil ? nil : blob(zeros, .float32, [blocks, npad]))))
+        case .palettized(let p):
+            let bits = p.indices.dtype.bitWidth
+            let entries = 1 << bits
+            guard (nr * bits) % 8 == 0 else { break }
+            let idx = WeightDecoding.integers(p.indices, count: w.elementCount)
+            let lut = try WeightDecoding.floats(p.lut)
+            let groups = lut.count / entries
+            let group = WeightDecoding.blockIndex(w.shape, Array(p.lut.shape.dropLast()))
+            guard groups >= 1, o.n % groups == 0, columnOnly(o, group) else { break }
+            let groupSize = o.n / groups
+            guard (0 ..< o.n).allSatisfy({ group(o.flat(0, $0)) == $0 / groupSize }) else { break }
+            var columnScale: [Float]?
+            if let s = p.scale {
+                let values = try WeightDecoding.floats(s)
+                let sb = WeightDecoding.blockIndex(w.shape, s.shape)
+                guard columnOnly(o, sb) else { break }
+                columnScale = (0 ..< o.n).map { values[sb(o.flat(0, $0))] }
+            }
+            let stream = panelOrder({ idx[o.flat($0, $1)] }, pad: 0)
+            let packed = PackedBits.pack(stream, bits: bits)
+            let rowBytes = nr * bits / 8
+            return Weight(name: name, dtype: .float32, shape: [o.k, o.n], encoding: .palettized(PalettizedWeight(
+                indices: WeightBlob(dtype: .uint8, shape: [panels, o.k, rowBytes], data: ByteStorage(packed)),
+                lut: blob(lut, .float32, [groups, entries]),
+                scale: columnScale.map { blob($0, .float32, [o.n]) })))
+        default:
+            break
+        }
+        let dense = try WeightDecoding.dense(w)
+        guard dense.scalarType == .float32 else { throw CompileError("weight '\(w.name)' is \(dense.scalarType.rawValue), not a float") }
+        let values = dense.scalars(as: Float.self)
+        return Weight(name: name, dtype: .float32, shape: [o.k, o.n], encoding: .dense(
+            blob(panelOrder({ values[o.flat($0, $1)] }, pad: Float(0)), .float32, [panels, o.k, nr])))
+    }
+
+    /// The K block size when the block of (k, n) depends only on (k / size, n); nil otherwise.
+    static func kBlock(_ o: Orientation, _ block: (Int) -> Int) -> Int? {
+        guard o.k > 0, o.n > 0 else { return nil }
+        var size = o.k
+        for k in 1 ..< max(o.k, 1) where block(o.flat(k, 0)) != block(o.flat(0, 0)) {
+            size = k
+            break
+        }
+        guard o.k % size == 0 else { return nil }
+        for n in 0 ..< o.n { for k in 0 ..< o.k where block(o.flat(k, n)) != block(o.flat(k / size * size, n)) { return nil } }
+        return size
+    }
+
+    /// Whether the block of (k, n) depends only on n.
+    static func columnOnly(_ o: Orientation, _ block: (Int) -> Int) -> Bool {
+        for n in 0 ..< o.n { for k in 1 ..< max(o.k, 1) where block(o.flat(k, n)) != block(o.flat(0, n)) { return false } }
+        return true
+    }
+}

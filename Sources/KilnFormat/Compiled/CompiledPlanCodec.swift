@@ -1,0 +1,88 @@
+import CKilnSpecs
+
+/// The choke point between ``CompiledPlan`` and the protobuf-c code of `specs/kiln_compiled.proto`.
+enum CompiledPlanCodec {
+    static func encode(_ contents: ManifestContents, _ plan: CompiledPlan) -> [UInt8] {
+        let arena = CArena()
+        var p = Kiln__Compiled__Plan()
+        kiln__compiled__plan__init(&p)
+        p.model = arena.make(ManifestCodec.buildModel(contents, arena))
+        p.arch = arena.string(plan.arch)
+        p.n_functions = plan.functions.count
+        p.functions = arena.messages(plan.functions.map { f -> UnsafeMutablePointer<Kiln__Compiled__FunctionPlan> in
+            var m = Kiln__Compiled__FunctionPlan()
+            kiln__compiled__function_plan__init(&m)
+            m.name = arena.string(f.name)
+            m.slot_count = UInt32(f.slotCount)
+            m.n_input_slots = f.inputSlots.count
+            m.input_slots = arena.array(f.inputSlots.map { Int32($0) })
+            m.n_output_slots = f.outputSlots.count
+            m.output_slots = arena.array(f.outputSlots.map { Int32($0) })
+            m.n_weights = f.weights.count
+            m.weights = arena.messages(f.weights.map { w in
+                var s = Kiln__Compiled__WeightSlot()
+                kiln__compiled__weight_slot__init(&s)
+                s.slot = Int32(w.slot)
+                s.weight = UInt32(w.weight)
+                return arena.make(s)
+            })
+            m.n_steps = f.steps.count
+            m.steps = arena.messages(f.steps.map { step in
+                var s = Kiln__Compiled__Step()
+                kiln__compiled__step__init(&s)
+                s.kernel = arena.string(step.kernel)
+                s.n_inputs = step.inputs.count
+                s.inputs = arena.array(step.inputs.map { Int32($0) })
+                s.n_outputs = step.outputs.count
+                s.outputs = arena.array(step.outputs.map { Int32($0) })
+                return arena.make(s)
+            })
+            m.n_lifetimes = f.lifetimes.count
+            m.lifetimes = arena.messages(f.lifetimes.map { l in
+                var s = Kiln__Compiled__Lifetime()
+                kiln__compiled__lifetime__init(&s)
+                s.slot = Int32(l.slot)
+                s.first_step = UInt32(l.firstStep)
+                s.last_step = UInt32(l.lastStep)
+                return arena.make(s)
+            })
+            return arena.make(m)
+        })
+        var out = [UInt8](repeating: 0, count: kiln__compiled__plan__get_packed_size(&p))
+        let written = out.withUnsafeMutableBufferPointer { kiln__compiled__plan__pack(&p, $0.baseAddress) }
+        precondition(written == out.count, "protobuf-c packed \(written) of \(out.count) bytes")
+        return out
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer) throws -> (ManifestContents, [CompiledPlan.FunctionPlan], String) {
+        let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        guard let p = kiln__compiled__plan__unpack(nil, bytes.count, base) else {
+            throw PackageError(field: "plan", reason: "protobuf is malformed (truncated or corrupt)")
+        }
+        defer { kiln__compiled__plan__free_unpacked(p, nil) }
+        guard let model = p.pointee.model else { throw PackageError(field: "plan.model", reason: "missing") }
+        let contents = try ManifestCodec.decodeModel(model.pointee)
+        func ints(_ n: Int, _ q: UnsafeMutablePointer<Int32>?) -> [Int] {
+            guard n > 0, let q else { return [] }
+            return (0 ..< n).map { Int(q[$0]) }
+        }
+        let functions = try ManifestCodec.each(p.pointee.n_functions, p.pointee.functions, "plan.functions") { f, field in
+            CompiledPlan.FunctionPlan(
+                name: try ManifestCodec.string(f.name, "\(field).name"),
+                slotCount: Int(f.slot_count),
+                inputSlots: ints(f.n_input_slots, f.input_slots),
+                outputSlots: ints(f.n_output_slots, f.output_slots),
+                weights: try ManifestCodec.each(f.n_weights, f.weights, "\(field).weights") { w, _ in
+                    (slot: Int(w.slot), weight: Int(w.weight))
+                },
+                steps: try ManifestCodec.each(f.n_steps, f.steps, "\(field).steps") { s, sf in
+                    CompiledPlan.Step(kernel: try ManifestCodec.string(s.kernel, "\(sf).kernel"),
+                                      inputs: ints(s.n_inputs, s.inputs), outputs: ints(s.n_outputs, s.outputs))
+                },
+                lifetimes: try ManifestCodec.each(f.n_lifetimes, f.lifetimes, "\(field).lifetimes") { l, _ in
+                    CompiledPlan.Lifetime(slot: Int(l.slot), firstStep: Int(l.first_step), lastStep: Int(l.last_step))
+                })
+        }
+        return (contents, functions, try ManifestCodec.string(p.pointee.arch, "plan.arch"))
+    }
+}

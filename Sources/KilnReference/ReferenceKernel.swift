@@ -1,0 +1,30 @@
+import KilnFormat
+
+/// One op of the portable op set, prepared once (attributes parsed) and run many times.
+/// Compiled plans use it for ops that have no specialized kernel.
+public struct ReferenceKernel: Sendable {
+    private let kernel: Kernel
+
+    /// Prepares `op`.
+    /// - Parameter op: An op of specs/ops.md.
+    /// - Throws: ``OpError`` when the op type is unknown or an attribute is malformed.
+    public init(_ op: Operation) throws {
+        kernel = try KernelTable.kernel(for: op)
+    }
+
+    /// Runs the op.
+    /// - Parameter inputs: Its inputs (`nil` for absent optional ones); float16 inputs are widened.
+    /// - Returns: Its outputs.
+    /// - Throws: ``OpError`` when the inputs do not fit the op.
+    public func callAsFunction(_ inputs: [NDArray?]) throws -> [NDArray] {
+        try kernel(try inputs.map { try $0.map { $0.scalarType == .float32 ? $0 : try Weights.widened($0.contiguous()) } })
+    }
+}
+
+extension ReferenceKernel {
+    /// float16, bfloat16 and float64 arrays as float32; others unchanged.
+    /// - Parameter x: An array.
+    /// - Returns: The widened array.
+    /// - Throws: ``OpError`` when the array cannot be read.
+    public static func widen(_ x: NDArray) throws -> NDArray { try Weights.widened(x.contiguous()) }
+}

@@ -1,0 +1,113 @@
+import CKilnKernels
+import KilnFormat
+
+/// A GEMM weight in its arch's packed layout, ready for `kiln_f32_gemm`.
+/// Its pointers refer into the artifact's mapping, which the plan keeps alive.
+struct PackedGEMM: @unchecked Sendable {
+    var b: kiln_packed_b
+    let ukernel: kiln_f32_gemm_ukernel
+    let mr: Int
+    let storage: [ByteStorage]
+
+    var k: Int { b.k }
+    var n: Int { b.n }
+    var panels: Int { (b.n + b.nr - 1) / b.nr }
+
+    init(weight w: Weight, kernel: String) throws {
+        let ukName = "f32_gemm" + kernel.drop { $0 != "_" }.dropFirst().drop { $0 != "_" }
+        var mr = 0, nr = 0
+        guard let uk = ukName.withCString({ kiln_f32_gemm_ukernel_named($0, &mr, &nr) }) else {
+            throw OpError("kernel \(ukName) is not available on this host")
+        }
+        ukernel = uk
+        self.mr = mr
+        guard w.shape.count == 2 else { throw OpError("packed weight '\(w.name)' has shape \(w.shape), expected [K, N]") }
+        let (k, n) = (w.shape[0], w.shape[1])
+        let panels = (n + nr - 1) / nr
+        var b = kiln_packed_b()
+        b.k = k
+        b.n = n
+        b.nr = nr
+        func expect(_ blob: WeightBlob, _ dtype: DataType, _ shape: [Int], _ what: String) throws {
+            guard blob.dtype == dtype, blob.shape == shape else {
+                throw OpError("packed weight '\(w.name)' \(what) is \(blob.dtype.rawValue)\(blob.shape), expected \(dtype.rawValue)\(shape)")
+            }
+        }
+        switch w.encoding {
+        case .dense(let d):
+            try expect(d, .float32, [panels, k, nr], "data")
+            b.kind = Int32(KILN_B_F32)
+            b.data = d.data.baseAddress
+            storage = [d.data]
+        case .quantized(let q):
+            guard q.data.dtype == .int8 || q.data.dtype == .uint8 else { throw OpError("packed weight '\(w.name)' has \(q.data.dtype.rawValue) data") }
+            try expect(q.data, q.data.dtype, [panels, k, nr], "data")
+            guard q.scale.shape.count == 2, q.scale.shape[1] == panels * nr, q.scale.shape[0] >= 1, k % q.scale.shape[0] == 0 else {
+                throw OpError("packed weight '\(w.name)' scale has shape \(q.scale.shape)")
+            }
+            try expect(q.scale, .float32, q.scale.shape, "scale")
+            if let z = q.zeroPoint { try expect(z, .float32, q.scale.shape, "zero point") }
+            b.kind = Int32(q.data.dtype == .int8 ? KILN_B_INT8 : KILN_B_UINT8)
+            b.data = q.data.data.baseAddress
+            b.scale = q.scale.data.baseAddress.assumingMemoryBound(to: Float.self)
+            b.zero = q.zeroPoint.map { $0.data.baseAddress.assumingMemoryBound(to: Float.self) }
+            b.k_block = k / q.scale.shape[0]
+            storage = [q.data.data, q.scale.data] + (q.zeroPoint.map { [$0.data] } ?? [])
+        case .palettized(let p):
+            guard p.indices.shape.count == 3, p.indices.shape[0] == panels, p.indices.shape[1] == k,
+                  (p.indices.shape[2] * 8) % nr == 0 else { throw OpError("packed weight '\(w.name)' indices have shape \(p.indices.shape)") }
+            let bits = p.indices.shape[2] * 8 / nr
+            guard [1, 2, 3, 4, 6, 8].contains(bits), p.lut.shape.count == 2, p.lut.shape[1] == 1 << bits,
+                  p.lut.shape[0] >= 1, n % p.lut.shape[0] == 0, p.lut.dtype == .float32 else {
+                throw OpError("packed weight '\(w.name)' table has shape \(p.lut.shape)")
+            }
+            if let s = p.scale { try expect(s, .float32, [n], "scale") }
+            b.kind = Int32(KILN_B_LUT)
+            b.data = p.indices.data.baseAddress
+            b.lut = p.lut.data.baseAddress.assumingMemoryBound(to: Float.self)
+            b.entries = 1 << bits
+            b.group_size = n / p.lut.shape[0]
+            b.nbits = bits
+            b.column_scale = p.scale.map { $0.data.baseAddress.assumingMemoryBound(to: Float.self) }
+            storage = [p.indices.data, p.lut.data] + (p.scale.map { [$0.data] } ?? [])
+        }
+        self.b = b
+    }
+
+    /// C[m × N] = epilogue(A[m × K] · B), split across threads by panels or by rows.
+    func run(a: UnsafePointer<Float>, lda: Int, m: Int, c: UnsafeMutablePointer<Float>, ldc: Int,
+             epilogue: kiln_epilogue, threads: Int) {
+        guard m > 0, n > 0 else { return }
+        let work = m * n * max(k, 1)
+        let parts = work < 1 << 15 ? 1 : threads
+        let chunks: [(Range<Int>, Range<Int>)] = panels >= parts
+            ? splitRanges(panels, parts: parts).map { (0 ..< m, $0) }
+            : splitRanges(m, parts: parts, align: mr).map { ($0, 0 ..< panels) }
+        let scratchBytes = kiln_f32_gemm_scratch_bytes([b])
+        parallelFor(chunks.count, threads: threads) { i in
+            let (rows, cols) = chunks[i]
+            var e = epilogue
+            var packed = b
+            let scratch = scratchBytes > 0 ? UnsafeMutablePointer<Float>.allocate(capacity: scratchBytes / 4) : nil
+            defer { scratch?.deallocate() }
+            kiln_f32_gemm(ukernel, mr, &packed, a, lda, c, ldc, rows.lowerBound, rows.upperBound,
+                          cols.lowerBound, cols.upperBound, &e, scratch)
+        }
+    }
+}
+
+/// Epilogue parameters read from an op's `kiln.activation` attributes.
+func epilogue(_ op: Operation) throws -> kiln_epilogue {
+    var e = kiln_epilogue()
+    let name = try op.attributes.string("kiln.activation", "")
+    let codes: [String: Int32] = [
+        "": Int32(KILN_ACT_NONE), "relu": Int32(KILN_ACT_RELU), "hard_swish": Int32(KILN_ACT_HARD_SWISH),
+        "hard_sigmoid": Int32(KILN_ACT_HARD_SIGMOID), "gelu": Int32(KILN_ACT_GELU), "clip": Int32(KILN_ACT_CLIP),
+        "sigmoid": Int32(KILN_ACT_SIGMOID), "tanh": Int32(KILN_ACT_TANH),
+    ]
+    guard let code = codes[name] else { throw OpError("unknown fused activation '\(name)'") }
+    e.activation = code
+    e.alpha = Float(try op.attributes.float("kiln.alpha", 0))
+    e.beta = Float(try op.attributes.float("kiln.beta", 0))
+    return e
+}

@@ -1,0 +1,90 @@
+import KilnFormat
+
+/// What `kiln inspect` shows for a compiled artifact: header, functions, steps per kernel,
+/// arena size and weight bytes.
+enum ArtifactInspection {
+    struct FunctionSummary {
+        var name: String
+        var inputs: [Argument]
+        var outputs: [Argument]
+        var kernels: [(String, Int)]
+        var steps: Int
+        /// Peak bytes of live op results, every symbolic dim taken as 1.
+        var arenaBytes: Int
+        var symbols: [String]
+    }
+
+    static func summaries(_ a: CompiledArtifact) -> [FunctionSummary] {
+        zip(a.plan.functions, a.plan.model.functions).map { plan, f in
+            var counts: [String: Int] = [:]
+            for s in plan.steps { counts[s.kernel, default: 0] += 1 }
+            var bytes: [Int: Int] = [:]
+            var symbols = Set<String>()
+            for (step, op) in zip(plan.steps, f.operations) {
+                for (slot, v) in zip(step.outputs, op.outputs) {
+                    let elements = v.type.shape.reduce(1) { acc, d -> Int in
+                        if case .size(let n) = d { return acc * n }
+                        if case .symbol(let s) = d { symbols.insert(s.isEmpty ? "?" : s) }
+                        return acc
+                    }
+                    bytes[slot] = elements * max(v.type.dtype.bitWidth, 8) / 8
+                }
+            }
+            var peak = 0
+            for i in 0 ..< plan.steps.count {
+                let live = plan.lifetimes.filter { $0.firstStep <= i && i <= $0.lastStep }.reduce(0) { $0 + (bytes[$1.slot] ?? 0) }
+                peak = max(peak, live)
+            }
+            return FunctionSummary(name: f.name, inputs: f.inputs, outputs: f.outputs,
+                                   kernels: counts.sorted { ($0.value, $1.key) > ($1.value, $0.key) }, steps: plan.steps.count,
+                                   arenaBytes: peak, symbols: symbols.sorted())
+        }
+    }
+
+    static func text(_ a: CompiledArtifact, path: String) -> String {
+        let h = a.header
+        var s = "\(a.plan.model.metadata.name.isEmpty ? path : a.plan.model.metadata.name)\n"
+        let rows: [(String, String)] = [
+            ("path", path), ("format", "Kiln compiled artifact, format version \(h.formatVersion)"),
+            ("arch", h.arch), ("minimum runtime", h.minimumRuntime.description), ("compiler", h.compilerVersion),
+            ("source digest", SHA256.hex(h.sourceDigest)), ("options digest", SHA256.hex(h.optionsDigest)),
+            ("plan", "\(grouped(a.planBytes)) bytes"),
+            ("weights", "\(a.plan.model.weights.count) blobs, \(grouped(a.weightBytes)) bytes (\(humanBytes(a.weightBytes)))"),
+        ]
+        s += table(rows)
+        let functions = summaries(a)
+        s += "\nFunctions (\(functions.count))\n"
+        for f in functions {
+            s += "  \(f.name)\n    inputs\n"
+            for i in f.inputs { s += "      \(i.name)  \(i.type)\n" }
+            s += "    outputs\n"
+            for o in f.outputs { s += "      \(o.name)  \(o.type)\n" }
+            let note = f.symbols.isEmpty ? "" : " (with \(f.symbols.joined(separator: ", ")) = 1)"
+            s += "    arena  \(grouped(f.arenaBytes)) bytes\(note)\n"
+            s += "    steps  \(f.steps)\n"
+            for (k, n) in f.kernels { s += "      \(k)  \(n)\n" }
+        }
+        return s
+    }
+
+    static func json(_ a: CompiledArtifact, path: String) -> JSON {
+        let h = a.header
+        return .object([
+            ("path", .string(path)), ("kind", .string("compiled")), ("name", .string(a.plan.model.metadata.name)),
+            ("formatVersion", .int(h.formatVersion)), ("arch", .string(h.arch)),
+            ("minimumRuntimeVersion", .string(h.minimumRuntime.description)), ("compilerVersion", .string(h.compilerVersion)),
+            ("sourceDigest", .string(SHA256.hex(h.sourceDigest))), ("optionsDigest", .string(SHA256.hex(h.optionsDigest))),
+            ("planBytes", .int(a.planBytes)), ("weightBytes", .int(a.weightBytes)),
+            ("functions", .array(summaries(a).map { f in
+                .object([
+                    ("name", .string(f.name)),
+                    ("inputs", .array(f.inputs.map { .object([("name", .string($0.name)), ("type", .string($0.type.description))]) })),
+                    ("outputs", .array(f.outputs.map { .object([("name", .string($0.name)), ("type", .string($0.type.description))]) })),
+                    ("steps", .int(f.steps)),
+                    ("kernels", .array(f.kernels.map { .object([("kernel", .string($0.0)), ("count", .int($0.1))]) })),
+                    ("arenaBytes", .int(f.arenaBytes)), ("arenaSymbolsTakenAsOne", .array(f.symbols.map { .string($0) })),
+                ])
+            })),
+        ])
+    }
+}

@@ -1,0 +1,138 @@
+import Dispatch
+import Foundation
+import KilnCompiler
+import KilnCompression
+import KilnFormat
+
+/// `kiln compile PKG --arch all|host|A,B,… [--min-runtime-version X.Y] [--config CFG.json] -o DIR`.
+enum CompileCommand {
+    static let spec = CommandSpec(
+        name: "compile",
+        abstract: "Compile a package into one artifact per CPU architecture.",
+        usage: "kiln compile PKG.kiln --arch all|host|A,B,... [--min-runtime-version X.Y] [--config CFG.json] -o DIR [--json]",
+        arguments: [("PKG.kiln", "The portable package to compile.")],
+        options: [
+            OptionSpec(names: ["--arch"], valueName: "ARCHS", help: "all, host, or a comma-separated list of: \(Architecture.all.map(\.name).joined(separator: ", "))."),
+            OptionSpec(names: ["--min-runtime-version"], valueName: "X.Y", help: "Oldest Kiln runtime allowed to load the artifacts (default \(CompiledFormat.runtimeVersion))."),
+            OptionSpec(names: ["--config"], valueName: "CFG.json", help: "Compress weights with this config first (specs/compression.md)."),
+            OptionSpec(names: ["-o", "--output"], valueName: "DIR", help: "Directory for Name.<arch>.compiled files and assets.json."),
+            OptionSpec(names: ["--json"], valueName: nil, help: "Print assets.json's contents instead of a summary."),
+        ])
+
+    static func run(_ args: ParsedArguments) async throws {
+        guard args.positionals.count == 1 else { throw UsageError(message: "expected one PKG.kiln", command: spec) }
+        guard let output = args.value("--output") else { throw UsageError(message: "missing -o DIR", command: spec) }
+        guard let archText = args.value("--arch") else { throw UsageError(message: "missing --arch", command: spec) }
+        let archs = try architectures(archText)
+        var minimum = CompiledFormat.runtimeVersion
+        if let text = args.value("--min-runtime-version") {
+            guard let v = RuntimeVersion(text) else { throw UsageError(message: "--min-runtime-version '\(text)' is not X.Y", command: spec) }
+            minimum = v
+        }
+        let path = args.positionals[0]
+        var model = try PackageReader.read(at: path)
+        var digest = try PackageReader.digest(ofPackageAt: path)
+        var configText = ""
+        if let configPath = args.value("--config") {
+            let config = try CompressionConfig(contentsOf: configPath)
+            model = try Compressor.apply(config, to: model, progress: nil).0
+            configText = (try? String(contentsOfFile: configPath, encoding: .utf8)) ?? ""
+            var h = SHA256()
+            digest.withUnsafeBytes { h.update($0) }
+            Array(configText.utf8).withUnsafeBytes { h.update($0) }
+            digest = h.finalize()
+        }
+        let name = packageName(path)
+        let tty = isatty(2) != 0
+        let results = Locked([String: Result<(String, [UInt8]), Error>]())
+        let frozen = model, sourceDigest = digest, minimumRuntime = minimum
+        DispatchQueue.concurrentPerform(iterations: archs.count) { i in
+            let arch = archs[i]
+            if tty { Console.err("compiling \(name) for \(arch.name)…\n") }
+            var options = Compiler.Options(arch: arch)
+            options.minimumRuntime = minimumRuntime
+            let result = Result { () throws -> (String, [UInt8]) in
+                let (header, plan) = try Compiler.compile(frozen, options: options, sourceDigest: sourceDigest)
+                let file = "\(name).\(arch.name).\(CompiledFormat.fileExtension)"
+                return (file, CompiledArtifact.serialize(header: header, plan: plan).flatMap { $0 })
+            }
+            results.update { $0[arch.name] = result }
+        }
+        var assets: [JSON] = []
+        var written: [(String, [UInt8])] = []
+        for arch in archs {
+            switch results.value[arch.name]! {
+            case .failure(let e as CompileError): throw Failure(message: "\(path): cannot compile for \(arch.name): \(e.reason)")
+            case .failure(let e): throw e
+            case .success(let r): written.append(r)
+            }
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
+        } catch {
+            throw Failure(message: "\(output): cannot create the directory")
+        }
+        for (file, bytes) in written {
+            try writeAtomically("\(output)/\(file)", bytes)
+            let header = try bytes.withUnsafeBytes { try CompiledArtifact.readHeader($0).0 }
+            assets.append(.object([
+                ("arch", .string(header.arch)), ("file", .string(file)), ("bytes", .int(bytes.count)),
+                ("sha256", .string(bytes.withUnsafeBytes { SHA256.hex(SHA256.hash($0)) })),
+                ("formatVersion", .int(header.formatVersion)),
+                ("minimumRuntimeVersion", .string(header.minimumRuntime.description)),
+                ("sourceDigest", .string(SHA256.hex(header.sourceDigest))),
+            ]))
+        }
+        let manifest = JSON.object([("model", .string(name)), ("artifacts", .array(assets))])
+        try writeAtomically("\(output)/assets.json", Array((manifest.rendered() + "\n").utf8))
+        if args.has("--json") {
+            Console.out(manifest.rendered() + "\n")
+        } else {
+            for (file, bytes) in written { Console.out("\(output)/\(file)  \(humanBytes(bytes.count))\n") }
+            Console.out("\(output)/assets.json\n")
+        }
+    }
+
+    /// The architectures `--arch` names.
+    static func architectures(_ text: String) throws -> [Architecture] {
+        switch text {
+        case "all": return Architecture.all
+        case "host":
+            guard let h = Architecture.host else { throw Failure(message: "this host's CPU has no Kiln architecture") }
+            return [h]
+        default:
+            var out: [Architecture] = []
+            for part in text.split(separator: ",", omittingEmptySubsequences: false).map(String.init) {
+                guard let a = Architecture.named(part) else {
+                    throw UsageError(message: "unknown architecture '\(part)'; known: \(Architecture.all.map(\.name).joined(separator: ", "))", command: spec)
+                }
+                if !out.contains(a) { out.append(a) }
+            }
+            return out
+        }
+    }
+
+    /// `Name` of `…/Name.kiln`.
+    static func packageName(_ path: String) -> String {
+        var base = URL(fileURLWithPath: path).lastPathComponent
+        if base.hasSuffix(".\(PackageFormat.packageExtension)") { base.removeLast(PackageFormat.packageExtension.count + 1) }
+        return base.isEmpty ? "Model" : base
+    }
+
+    static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws {
+        let tmp = "\(path).tmp-\(ProcessInfo.processInfo.processIdentifier)"
+        guard FileManager.default.createFile(atPath: tmp, contents: Data(bytes)), rename(tmp, path) == 0 else {
+            try? FileManager.default.removeItem(atPath: tmp)
+            throw Failure(message: "\(path): cannot write")
+        }
+    }
+}
+
+/// A value guarded by a lock.
+final class Locked<T>: @unchecked Sendable {
+    private var stored: T
+    private let lock = NSLock()
+    init(_ value: T) { stored = value }
+    var value: T { lock.lock(); defer { lock.unlock() }; return stored }
+    func update(_ body: (inout T) -> Void) { lock.lock(); body(&stored); lock.unlock() }
+}

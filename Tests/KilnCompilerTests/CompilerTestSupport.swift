@@ -1,0 +1,48 @@
+import Foundation
+import KilnCompiler
+import KilnFormat
+import KilnReference
+import KilnRuntime
+import KilnTestSupport
+import XCTest
+
+let repositoryRoot = FixtureJSON.repositoryRoot
+let sharedModels = "\(repositoryRoot)/../shared/models"
+
+/// The x86-64 architectures this host can run (the tests compare their outputs).
+let runnableArchitectures = Architecture.all.filter(\.isRunnableOnHost)
+
+/// A fresh temporary directory, removed by the caller.
+func temporaryDirectory() throws -> String {
+    let dir = NSTemporaryDirectory() + "kiln-compiler-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+/// Compiles `model` for `arch` and writes the artifact; returns its path and bytes.
+@discardableResult
+func compileArtifact(_ model: PortableModel, _ arch: Architecture, to path: String,
+                     digest: [UInt8] = [UInt8](repeating: 7, count: 32)) throws -> [UInt8] {
+    let (header, plan) = try Compiler.compile(model, options: Compiler.Options(arch: arch), sourceDigest: digest)
+    return try CompiledArtifact.write(header: header, plan: plan, to: path)
+}
+
+/// Runs `function` of the artifact at `path` and of `model` under the reference interpreter,
+/// and checks every output agrees within `1e-4 · max(1, max |reference|)`.
+func assertCompiledMatchesReference(_ model: PortableModel, artifact path: String, function: String,
+                                    inputs: [String: NDArray], label: String,
+                                    file: StaticString = #filePath, line: UInt = #line) async throws -> [String: NDArray] {
+    let compiled = try await Model.load(contentsOf: URL(fileURLWithPath: path))
+    guard let f = try await compiled.loadFunction(named: function) else {
+        XCTFail("\(label): no function \(function)", file: file, line: line)
+        return [:]
+    }
+    let got = try await f.run(inputs: inputs)
+    let want = try ReferenceInterpreter(model: model, function: function).run(inputs)
+    var out: [String: NDArray] = [:]
+    for (name, w) in want {
+        assertMatches(got[name], w, "\(label) \(name) vs reference", file: file, line: line)
+        out[name] = got[name]
+    }
+    return out
+}

@@ -1,0 +1,121 @@
+import CKilnKernels
+import Foundation
+import KilnCompiler
+import XCTest
+
+/// Every GEMM microkernel against the scalar reference at sizes around its tile; skipped
+/// when the CPU lacks the ISA. Elementwise kernels against plain Swift.
+final class KernelTests: XCTestCase {
+    struct Rng {
+        var state: UInt64
+        mutating func next() -> Float {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Float(Int64(bitPattern: state >> 11) % 2001 - 1000) / 1000
+        }
+    }
+
+    func reference(_ m: Int, _ n: Int, _ k: Int, _ a: [Float], _ b: [Float]) -> [Float] {
+        var c = [Float](repeating: 0, count: m * n)
+        for i in 0 ..< m { for j in 0 ..< n { var s: Float = 0; for p in 0 ..< k { s += a[i * k + p] * b[p * n + j] }; c[i * n + j] = s } }
+        return c
+    }
+
+    func testGEMMMicrokernelsAgainstScalar() throws {
+        var tested = 0
+        for name in ["f32_gemm_4x8__scalar", "f32_gemm_4x16__scalar", "f32_gemm_6x16__avx2", "f32_gemm_8x16__avx512", "f32_gemm_4x8__neon"] {
+            var mr = 0, nr = 0
+            guard let uk = name.withCString({ kiln_f32_gemm_ukernel_named($0, &mr, &nr) }) else { continue } // ISA absent
+            tested += 1
+            var rng = Rng(state: 42)
+            for m in [1, mr - 1, mr, mr + 1, 2 * mr, 3 * mr + 2] where m > 0 {
+                for n in [1, nr - 1, nr, nr + 1, 2 * nr + 3] where n > 0 {
+                    for k in [1, 7, 64] {
+                        let a = (0 ..< m * k).map { _ in rng.next() }, bm = (0 ..< k * n).map { _ in rng.next() }
+                        let panels = (n + nr - 1) / nr
+                        var packed = [Float](repeating: 0, count: panels * k * nr)
+                        kiln_f32_pack_b(k, n, nr, bm, n, 1, &packed)
+                        var c = [Float](repeating: .nan, count: m * n)
+                        packed.withUnsafeBufferPointer { pb in
+                            var b = kiln_packed_b()
+                            b.kind = Int32(KILN_B_F32); b.k = k; b.n = n; b.nr = nr; b.data = UnsafeRawPointer(pb.baseAddress!)
+                            var e = kiln_epilogue()
+                            kiln_f32_gemm(uk, mr, &b, a, k, &c, n, 0, m, 0, panels, &e, nil)
+                        }
+                        let want = reference(m, n, k, a, bm)
+                        for i in 0 ..< m * n where abs(c[i] - want[i]) > 1e-4 * Float(k) {
+                            XCTFail("\(name) m=\(m) n=\(n) k=\(k): index \(i) got \(c[i]) want \(want[i])")
+                            break
+                        }
+                    }
+                }
+            }
+        }
+        XCTAssertGreaterThanOrEqual(tested, 2)
+    }
+
+    func testEpilogueActivations() {
+        let x: [Float] = [-4, -1, -0.25, 0, 0.5, 2, 7]
+        let cases: [(Int32, Float, Float, (Float) -> Float)] = [
+            (Int32(KILN_ACT_RELU), 0, 0, { max(0, $0) }),
+            (Int32(KILN_ACT_HARD_SWISH), 0, 0, { $0 * max(0, min(1, $0 / 6 + 0.5)) }),
+            (Int32(KILN_ACT_HARD_SIGMOID), 0.2, 0.5, { max(0, min(1, 0.2 * $0 + 0.5)) }),
+            (Int32(KILN_ACT_GELU), 0, 0, { 0.5 * $0 * (1 + erff($0 / 2.0.squareRoot().float)) }),
+            (Int32(KILN_ACT_CLIP), -1, 6, { min(6, max(-1, $0)) }),
+            (Int32(KILN_ACT_SIGMOID), 0, 0, { 1 / (1 + expf(-$0)) }),
+            (Int32(KILN_ACT_TANH), 0, 0, { tanhf($0) }),
+        ]
+        let bias: [Float] = [0.5]
+        for (code, alpha, beta, f) in cases {
+            var c = x
+            var e = kiln_epilogue()
+            e.activation = code; e.alpha = alpha; e.beta = beta
+            kiln_f32_epilogue(x.count, 1, &c, 1, bias, &e)
+            for (got, v) in zip(c, x) { XCTAssertEqual(got, f(v + 0.5), accuracy: 1e-6, "activation \(code) at \(v)") }
+        }
+    }
+
+    func testSoftmaxAndLayerNorm() {
+        let x: [Float] = (0 ..< 24).map { Float($0 % 7) - 3 }
+        var y = [Float](repeating: 0, count: 24)
+        kiln_f32_softmax__scalar(3, 8, x, &y)
+        for r in 0 ..< 3 {
+            let row = x[r * 8 ..< r * 8 + 8], m = row.max()!
+            let e = row.map { expf($0 - m) }, s = e.reduce(0, +)
+            for i in 0 ..< 8 { XCTAssertEqual(y[r * 8 + i], e[i] / s, accuracy: 1e-6) }
+        }
+        let gamma: [Float] = (0 ..< 8).map { 1 + Float($0) / 10 }, beta: [Float] = (0 ..< 8).map { Float($0) / 100 }
+        kiln_f32_layer_norm__scalar(3, 8, x, gamma, beta, 1e-5, &y)
+        for r in 0 ..< 3 {
+            let row = Array(x[r * 8 ..< r * 8 + 8])
+            let mean = row.reduce(0, +) / 8, variance = row.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / 8
+            for i in 0 ..< 8 { XCTAssertEqual(y[r * 8 + i], (row[i] - mean) / (variance + 1e-5).squareRoot() * gamma[i] + beta[i], accuracy: 1e-5) }
+        }
+    }
+
+    func testBinaryBroadcastStrides() {
+        let x: [Float] = (0 ..< 12).map(Float.init), z: [Float] = [10, 20, 30, 40]
+        var y = [Float](repeating: 0, count: 12)
+        kiln_f32_binary__scalar(Int32(KILN_BINARY_ADD), 3, 4, x, 4, 1, z, 0, 1, &y) // row broadcast
+        XCTAssertEqual(y, (0 ..< 12).map { Float($0) + z[$0 % 4] })
+        kiln_f32_binary__scalar(Int32(KILN_BINARY_DIV), 3, 4, x, 4, 1, z, 1, 0, &y) // column broadcast
+        XCTAssertEqual(y, (0 ..< 12).map { Float($0) / z[$0 / 4] })
+    }
+
+    /// The host's arch agrees with the CPU flags Linux reports (which already account for XCR0).
+    func testHostArchitectureMatchesCPUFlags() throws {
+        #if arch(x86_64)
+        let info = try String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)
+        guard let line = info.split(separator: "\n").first(where: { $0.hasPrefix("flags") }) else { throw XCTSkip("no flags line") }
+        let flags = Set(line.split(separator: ":")[1].split(separator: " ").map(String.init))
+        let v3 = ["avx2", "fma", "f16c", "bmi1", "bmi2", "movbe"].allSatisfy(flags.contains)
+        let v4 = v3 && ["avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"].allSatisfy(flags.contains)
+        let expected = v4 ? "x86_64_v4" : v3 ? "x86_64_v3" : flags.contains("sse4_2") ? "x86_64_v2" : "x86_64"
+        XCTAssertEqual(Architecture.host?.name, expected)
+        XCTAssertEqual(kiln_cpu_features(), kiln_cpu_detect())
+        #endif
+    }
+}
+
+private extension Double {
+    var float: Float { Float(self) }
+}

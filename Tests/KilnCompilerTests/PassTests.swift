@@ -1,0 +1,132 @@
+import Foundation
+import KilnCompiler
+import KilnFormat
+import KilnReference
+import XCTest
+
+/// Each pass on a tiny graph, run alone: op counts, names, shapes, and the result still
+/// computes what the original did.
+final class PassTests: XCTestCase {
+    let x86 = Architecture.named("x86_64_v3")!
+
+    func values(_ n: Int, _ seed: Double) -> [Float] { (0 ..< n).map { Float(sin(Double($0) * 0.7 + seed)) * 0.5 } }
+
+    func run(_ model: PortableModel, _ inputs: [String: NDArray]) throws -> [String: NDArray] {
+        try ReferenceInterpreter(model: model, function: "main").run(inputs)
+    }
+
+    func testDeadCodeElimination() throws {
+        var b = ModelBuilder(name: "dce")
+        let w = try b.addWeight("unused", shape: [4, 4], values: values(16, 0))
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [2, 4]))
+        let a = try f.apply1("relu", [x], name: "kept")
+        _ = try f.apply1("exp", [x], name: "dead")
+        _ = try f.apply1("linear", [x, f.use(w)], name: "dead_linear")
+        f.output("y", a)
+        try b.add(f)
+        var unit = CompilationUnit(model: try b.build(), arch: x86)
+        try DeadCodeElimination().apply(to: &unit)
+        XCTAssertEqual(unit.model.functions[0].operations.map(\.name), ["kept"])
+        XCTAssertTrue(unit.model.weights.isEmpty)
+        XCTAssertNoThrow(try unit.model.validate())
+    }
+
+    func testBatchNormFolding() throws {
+        var b = ModelBuilder(name: "bn")
+        let w = try b.addWeight("w", shape: [3, 2, 3, 3], values: values(54, 1))
+        let bias = try b.addWeight("b", shape: [3], values: [0.1, -0.2, 0.3])
+        let params = try ["scale", "shift", "mean", "var"].enumerated().map { i, n in
+            try b.addWeight(n, shape: [3], values: i == 3 ? [0.5, 1.5, 2.0] : values(3, Double(i)))
+        }
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [1, 2, 5, 5]))
+        let c = try f.apply1("conv", [x, f.use(w), f.use(bias)], ["pads": .ints([1, 1, 1, 1])], name: "conv")
+        let n = try f.apply1("batch_norm", [c] + params.map { f.use($0) }, ["epsilon": .float(1e-3)], name: "bn")
+        f.output("y", n)
+        try b.add(f)
+        let model = try b.build()
+        var unit = CompilationUnit(model: model, arch: x86)
+        try BatchNormFolding().apply(to: &unit)
+        let ops = unit.model.functions[0].operations
+        XCTAssertEqual(ops.map(\.opType), ["conv"])
+        XCTAssertEqual(ops[0].outputs.map(\.name), ["bn"])
+        XCTAssertEqual(ops[0].outputs[0].type.description, "float32[1, 3, 5, 5]")
+        try DeadCodeElimination().apply(to: &unit)
+        XCTAssertNoThrow(try unit.model.validate())
+        let input = NDArray(shape: [1, 2, 5, 5], scalars: values(50, 3))
+        let want = try run(model, ["x": input])["y"]!.scalars(as: Float.self)
+        let got = try run(unit.model, ["x": input])["y"]!.scalars(as: Float.self)
+        for (g, w) in zip(got, want) { XCTAssertEqual(g, w, accuracy: 1e-5) }
+    }
+
+    func testEpilogueFusion() throws {
+        var b = ModelBuilder(name: "fuse")
+        let w = try b.addWeight("w", shape: [4, 3], values: values(12, 2))
+        let bias = try b.addWeight("b", shape: [3], values: [0.1, 0.2, 0.3])
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [2, 4]))
+        let m = try f.apply1("matmul", [x, f.use(w)], name: "mm")
+        let a = try f.apply1("add", [m, f.use(bias)], name: "bias")
+        let g = try f.apply1("gelu", [a], name: "act")
+        let r = try f.apply1("relu", [g], name: "second_act")
+        f.output("y", r)
+        try b.add(f)
+        var unit = CompilationUnit(model: try b.build(), arch: x86)
+        try EpilogueFusion().apply(to: &unit)
+        let ops = unit.model.functions[0].operations
+        // Bias and the first activation fuse; a second activation stays separate.
+        XCTAssertEqual(ops.map(\.opType), ["matmul", "relu"])
+        XCTAssertEqual(ops[0].inputs, ["x", "w", "b"])
+        XCTAssertEqual(ops[0].outputs.map(\.name), ["act"])
+        XCTAssertEqual(ops[0].attributes["kiln.activation"], .string("gelu"))
+    }
+
+    func testFusionKeepsValuesOtherOpsRead() throws {
+        var b = ModelBuilder(name: "keep")
+        let w = try b.addWeight("w", shape: [3, 4], values: values(12, 2))
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [2, 4]))
+        let l = try f.apply1("linear", [x, f.use(w)], name: "fc")
+        let r = try f.apply1("relu", [l], name: "act")
+        f.output("y", r)
+        f.output("pre", l)
+        try b.add(f)
+        var unit = CompilationUnit(model: try b.build(), arch: x86)
+        try EpilogueFusion().apply(to: &unit)
+        XCTAssertEqual(unit.model.functions[0].operations.map(\.opType), ["linear", "relu"])
+    }
+
+    func testLoweringPacksWeightsAndChoosesKernels() throws {
+        var b = ModelBuilder(name: "lower")
+        let w = try b.addWeight("w", shape: [20, 8], values: values(160, 4))
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, ["n", 8]))
+        let l = try f.apply1("linear", [x, f.use(w)], name: "fc")
+        let s = try f.apply1("softmax", [l], ["axis": .int(-1)], name: "sm")
+        let t = try f.apply1("transpose", [s], ["perm": .ints([1, 0])], name: "tr")
+        f.output("y", t)
+        try b.add(f)
+        for (arch, nr, kernel) in [("x86_64", 8, "f32_gemm_4x8__scalar"), ("x86_64_v3", 16, "f32_gemm_6x16__avx2"),
+                                   ("x86_64_v4", 16, "f32_gemm_8x16__avx512"), ("arm64", 8, "f32_gemm_4x8__neon")] {
+            var unit = CompilationUnit(model: try b.build(), arch: Architecture.named(arch)!)
+            try Lowering().apply(to: &unit)
+            XCTAssertEqual(unit.kernels["main"], [kernel, "f32_softmax__scalar", "reference"], arch)
+            let op = unit.model.functions[0].operations[0]
+            XCTAssertEqual(op.inputs[1], "w@pt\(nr)")
+            let packed = unit.model.weight(named: "w@pt\(nr)")!
+            XCTAssertEqual(packed.shape, [8, 20])
+            guard case .dense(let blob) = packed.encoding else { return XCTFail("\(arch): not dense") }
+            XCTAssertEqual(blob.shape, [(20 + nr - 1) / nr, 8, nr])
+        }
+    }
+
+    func testUnknownPassIsRejectedBeforeWork() throws {
+        let model = try PackageReader.read(at: "\(repositoryRoot)/examples/TinyClassifier.kiln")
+        var options = Compiler.Options(arch: x86)
+        options.pipeline = ["dead_code_elimination", "constant_magic", "lowering"]
+        XCTAssertThrowsError(try Compiler.compile(model, options: options, sourceDigest: [])) { e in
+            XCTAssertTrue("\(e)".contains("unknown pass 'constant_magic'"), "\(e)")
+        }
+    }
+}
