@@ -65,33 +65,6 @@ kiln_f32_gemm_ukernel kiln_f32_gemm_ukernel_named(const char *name, size_t *mr, 
     return NULL;
 }
 
-static inline float kiln_activate(float x, const kiln_epilogue *e) {
-    switch (e->activation) {
-    case KILN_ACT_RELU: return x > 0 ? x : (x != x ? x : 0.0f);
-    case KILN_ACT_HARD_SWISH: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
-    case KILN_ACT_HARD_SIGMOID: return fmaxf(0.0f, fminf(1.0f, e->alpha * x + e->beta));
-    case KILN_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case KILN_ACT_CLIP: return x < e->alpha ? e->alpha : (x > e->beta ? e->beta : x);
-    case KILN_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case KILN_ACT_TANH: return tanhf(x);
-    default: return x;
-    }
-}
-
-void kiln_f32_epilogue(size_t m, size_t n, float *c, size_t ldc, const float *bias, const kiln_epilogue *e) {
-    if (!e) return;
-    for (size_t i = 0; i < m; i++) {
-        float *row = c + i * ldc;
-        if (bias)
-            for (size_t j = 0; j < n; j++) row[j] += bias[j];
-        if (e->activation == KILN_ACT_RELU) {
-            for (size_t j = 0; j < n; j++) row[j] = row[j] > 0 ? row[j] : (row[j] != row[j] ? row[j] : 0.0f);
-        } else if (e->activation != KILN_ACT_NONE) {
-            for (size_t j = 0; j < n; j++) row[j] = kiln_activate(row[j], e);
-        }
-    }
-}
-
 void kiln_f32_pack_b(size_t k, size_t n, size_t nr, const float *b, size_t ldb, size_t cs, float *packed) {
     const size_t panels = (n + nr - 1) / nr;
     for (size_t p = 0; p < panels; p++) {

@@ -15,6 +15,7 @@ enum Kiln {
         (ConvertCommand.spec, ConvertCommand.run),
         (OptimizeCommand.spec, OptimizeCommand.run),
         (CompileCommand.spec, CompileCommand.run),
+        (BenchCommand.spec, BenchCommand.run),
         (RunCommand.spec, RunCommand.run),
     ]
 

@@ -76,6 +76,24 @@ final class CompiledModelTests: XCTestCase {
         }
     }
 
+    /// Many tasks calling one compiled function at once get the same answers as one call.
+    func testConcurrentCallsAgree() async throws {
+        let model = try ONNXImporter.convert(contentsOf: "\(sharedModels)/minilm_l3_paraphrase.onnx")
+        let golden = try Golden(directory: "\(sharedModels)/golden/minilm_l3_paraphrase")
+        guard let arch = Architecture.host else { throw XCTSkip("no runnable architecture") }
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try compileArtifact(model, arch, to: "\(dir)/m.\(arch.name).compiled")
+        let compiled = try await Model.load(contentsOf: URL(fileURLWithPath: "\(dir)/m.\(arch.name).compiled"))
+        let f = try await compiled.loadFunction(named: "main")!
+        let single = try await f.run(inputs: golden.inputs)["461"]!.scalars(as: Float.self)
+        let inputs = golden.inputs
+        try await withThrowingTaskGroup(of: [Float].self) { group in
+            for _ in 0 ..< 8 { group.addTask { try await f.run(inputs: inputs)["461"]!.scalars(as: Float.self) } }
+            for try await result in group { XCTAssertEqual(result, single) }
+        }
+    }
+
     func testCompilingTwiceGivesIdenticalBytes() throws {
         let model = try ONNXImporter.convert(contentsOf: "\(sharedModels)/mobilenetv3_orientation.onnx")
         for arch in Architecture.all {

@@ -31,6 +31,14 @@ uint32_t kiln_cpu_features(void);
 /// Detects the feature bits again (for tests); does not touch the cached record.
 uint32_t kiln_cpu_detect(void);
 
+// MARK: Threads
+
+typedef void (*kiln_task_fn)(void *ctx, size_t index);
+
+/// Runs fn(ctx, i) for i in [0, count) on the calling thread and the pool's workers (one per
+/// further core, started on first use). One loop at a time; a busy pool runs the loop inline.
+void kiln_parallel_for(size_t count, kiln_task_fn fn, void *ctx);
+
 // MARK: GEMM
 
 /// Epilogue activations applied to each output element after bias.
@@ -133,6 +141,9 @@ enum {
 enum { KILN_BINARY_ADD = 1, KILN_BINARY_SUB, KILN_BINARY_MUL, KILN_BINARY_DIV, KILN_BINARY_MAX, KILN_BINARY_MIN, KILN_BINARY_POW };
 
 void kiln_f32_unary__scalar(int op, size_t n, const float *x, float *y, float alpha, float beta);
+#if defined(__x86_64__)
+void kiln_f32_unary__avx2(int op, size_t n, const float *x, float *y, float alpha, float beta);
+#endif
 /// y[o, i] = x[o, i] (op) z[o, i], with strides 0 for broadcast operands: x advances by
 /// (xo, xi) per (outer, inner) step, z by (zo, zi).
 void kiln_f32_binary__scalar(int op, size_t outer, size_t inner, const float *x, size_t xo, size_t xi,
@@ -146,6 +157,12 @@ void kiln_f32_dwconv2d__scalar(size_t channels, size_t h, size_t w, const float 
                                size_t kh, size_t kw, const float *weight,
                                size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
                                size_t oh, size_t ow, float *y, const kiln_epilogue *e);
+#if defined(__x86_64__)
+void kiln_f32_dwconv2d__avx2(size_t channels, size_t h, size_t w, const float *x,
+                             size_t kh, size_t kw, const float *weight,
+                             size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
+                             size_t oh, size_t ow, float *y, const kiln_epilogue *e);
+#endif
 /// im2col for one image in CHW layout: rows = output pixels, columns = (c, ky, kx).
 void kiln_f32_im2col__scalar(size_t channels, size_t h, size_t w, const float *x,
                              size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,

@@ -24,6 +24,8 @@ public struct Lowering: CompilerPass {
     public func apply(to unit: inout CompilationUnit) throws {
         let arch = unit.arch
         let tile = String(arch.gemm.name.dropFirst("f32_gemm".count)) // e.g. "_6x16__avx2"
+        // Elementwise and depthwise kernels: the same C compiled for AVX2 on x86-64 v3 and up.
+        let vector = arch.family == "x86_64" && arch.level >= 3 ? "__avx2" : "__scalar"
         var packed: [String: String] = [:] // (weight + orientation) -> packed name
         for fi in unit.model.functions.indices {
             var f = unit.model.functions[fi]
@@ -50,17 +52,20 @@ public struct Lowering: CompilerPass {
                     f.operations[i] = lowered
                     kernel = (op.opType == "conv" ? "f32_conv2d" : "f32_gemm") + tile
                 } else if float, op.opType == "conv", depthwise(op, unit) {
-                    kernel = "f32_dwconv2d__scalar"
+                    kernel = "f32_dwconv2d" + vector
                 } else if float, op.opType == "matmul", op.inputs.count == 2 {
                     kernel = "f32_matmul" + tile
                 } else if float, Lowering.binary.contains(op.opType) {
                     kernel = "f32_binary__scalar"
                 } else if float, Lowering.unary.contains(op.opType) || (op.opType == "clip" && op.inputs.count == 1) {
-                    kernel = "f32_unary__scalar"
+                    kernel = "f32_unary" + vector
                 } else if float, op.opType == "softmax" {
                     kernel = "f32_softmax__scalar"
                 } else if float, op.opType == "layer_norm" {
                     kernel = "f32_layer_norm__scalar"
+                } else if op.opType == "gather", op.inputs.count == 2, (try? op.attributes.int("axis", 0)) == 0,
+                          let data = unit.weight(op.inputs[0]), data.shape.count >= 1 {
+                    kernel = "gather_rows"
                 } else if float, op.opType == "global_average_pool" {
                     kernel = "f32_global_average_pool__scalar"
                 }

@@ -1,4 +1,6 @@
 import CKilnKernels
+import Dispatch
+import Foundation
 import KilnFormat
 import KilnReference
 
@@ -9,13 +11,14 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
     enum Kind {
         case gemm(PackedGEMM, kiln_epilogue)
         case conv(PackedGEMM, kiln_epilogue, OpSet.Window)
-        case depthwise(NDArray, kiln_epilogue, OpSet.Window)
+        case depthwise(NDArray, kiln_epilogue, OpSet.Window, avx2: Bool)
         case matmul(ukernel: kiln_f32_gemm_ukernel, mr: Int, nr: Int)
         case binary(Int32)
-        case unary(Int32, Float, Float)
+        case unary(Int32, Float, Float, avx2: Bool)
         case softmax(axis: Int)
         case layerNorm(axis: Int, epsilon: Float)
         case globalAveragePool
+        case gatherRows
         case reference
     }
 
@@ -26,6 +29,7 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
         var inputs: [Int]
         var outputs: [Int]
         var release: [Int]
+        var kernelName: String
     }
 
     let function: Function
@@ -35,6 +39,12 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
     private let inputSlots: [Int]
     private let outputSlots: [Int]
     private let threads: Int
+
+    /// Per-step time totals, kept when the `KILN_PROFILE` environment variable is set and
+    /// printed to stderr when the function is released.
+    private let profile: StepProfile?
+
+    deinit { profile?.report(steps.map { "\($0.name) [\($0.kernelName)]" }) }
 
     init(plan: CompiledPlan, function index: Int, threads: Int) throws {
         let f = plan.model.functions[index], fp = plan.functions[index]
@@ -68,12 +78,21 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
             do {
                 let kind = try CompiledExecutor.kind(s, op, weightBySlot, constantBySlot)
                 let reference: ReferenceKernel? = CompiledExecutor.isPacked(s.kernel) ? nil : try ReferenceKernel(op)
-                steps.append(Step(name: op.name, kind: kind, reference: reference, inputs: s.inputs, outputs: s.outputs, release: release[i]))
+                steps.append(Step(name: op.name, kind: kind, reference: reference, inputs: s.inputs, outputs: s.outputs, release: release[i],
+                                  kernelName: s.kernel))
             } catch let e as OpError {
                 throw InferenceError(function: f.name, op: op.name, reason: e.reason)
             }
         }
         self.steps = steps
+        profile = getenv("KILN_PROFILE") != nil ? StepProfile(steps.count) : nil
+    }
+
+    /// Whether an `__avx2` kernel was chosen; refused on a host without AVX2 and FMA.
+    static func avx2(_ kernel: String) throws -> Bool {
+        guard kernel.hasSuffix("__avx2") else { return false }
+        guard kiln_cpu_features() & UInt32(KILN_CPU_X86_V3) != 0 else { throw OpError("kernel \(kernel) needs AVX2 and FMA") }
+        return true
     }
 
     static func isPacked(_ kernel: String) -> Bool { kernel.hasPrefix("f32_gemm_") || kernel.hasPrefix("f32_conv2d_") }
@@ -89,7 +108,7 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
         "add": Int32(KILN_BINARY_ADD), "sub": Int32(KILN_BINARY_SUB), "mul": Int32(KILN_BINARY_MUL), "div": Int32(KILN_BINARY_DIV),
     ]
 
-    static func kind(_ s: CompiledPlan.Step, _ op: Operation, _ weights: [Int: Weight], _ constants: [Int: NDArray]) throws -> Kind {
+    static func kind(_ s: CompiledPlan.Step, _ op: KilnFormat.Operation, _ weights: [Int: Weight], _ constants: [Int: NDArray]) throws -> Kind {
         let a = op.attributes
         func packedWeight() throws -> Weight {
             guard s.inputs.count >= 2, let w = weights[s.inputs[1]] else { throw OpError("kernel \(s.kernel) needs a packed weight as input 1") }
@@ -105,11 +124,11 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
             let g = try PackedGEMM(weight: w, kernel: k)
             let shape = try a.ints("kernel_shape") ?? []
             return .conv(g, try epilogue(op), try OpSet.Window(a, kernel: shape.count == 2 ? shape : [1, 1]))
-        case "f32_dwconv2d__scalar":
+        case "f32_dwconv2d__scalar", "f32_dwconv2d__avx2":
             guard op.opType == "conv", s.inputs.count >= 2, let w = constants[s.inputs[1]], w.rank == 4, w.scalarType == .float32 else {
                 throw OpError("kernel \(s.kernel) needs a float32 weight")
             }
-            return .depthwise(w, try epilogue(op), try OpSet.Window(a, kernel: Array(w.shape[2...])))
+            return .depthwise(w, try epilogue(op), try OpSet.Window(a, kernel: Array(w.shape[2...])), avx2: try avx2(s.kernel))
         case let k where k.hasPrefix("f32_matmul_"):
             let ukName = "f32_gemm" + k.dropFirst("f32_matmul".count)
             var mr = 0, nr = 0
@@ -120,17 +139,18 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
         case "f32_binary__scalar":
             guard let code = binaryCodes[op.opType] else { throw OpError("kernel \(s.kernel) cannot run \(op.opType)") }
             return .binary(code)
-        case "f32_unary__scalar":
+        case "f32_unary__scalar", "f32_unary__avx2":
+            let vector = try avx2(s.kernel)
             if op.opType == "gelu" {
-                return .unary(Int32(try a.string("approximate", "none") == "tanh" ? KILN_UNARY_GELU_TANH : KILN_UNARY_GELU), 0, 0)
+                return .unary(Int32(try a.string("approximate", "none") == "tanh" ? KILN_UNARY_GELU_TANH : KILN_UNARY_GELU), 0, 0, avx2: vector)
             }
             guard let code = unaryCodes[op.opType] else { throw OpError("kernel \(s.kernel) cannot run \(op.opType)") }
             switch op.opType {
-            case "hard_sigmoid": return .unary(code, Float(try a.float("alpha", 0.2)), Float(try a.float("beta", 0.5)))
+            case "hard_sigmoid": return .unary(code, Float(try a.float("alpha", 0.2)), Float(try a.float("beta", 0.5)), avx2: vector)
             case "clip":
                 return .unary(code, a["min"] != nil ? Float(try a.float("min", 0)) : -.infinity,
-                              a["max"] != nil ? Float(try a.float("max", 0)) : .infinity)
-            default: return .unary(code, 0, 0)
+                              a["max"] != nil ? Float(try a.float("max", 0)) : .infinity, avx2: vector)
+            default: return .unary(code, 0, 0, avx2: vector)
             }
         case "f32_softmax__scalar":
             guard op.opType == "softmax" else { throw OpError("kernel \(s.kernel) cannot run \(op.opType)") }
@@ -140,6 +160,9 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
             return .layerNorm(axis: try a.int("axis", -1), epsilon: Float(try a.float("epsilon", 1e-5)))
         case "f32_global_average_pool__scalar":
             return .globalAveragePool
+        case "gather_rows":
+            guard op.opType == "gather" else { throw OpError("kernel \(s.kernel) cannot run \(op.opType)") }
+            return .gatherRows
         case "reference":
             return .reference
         default:
@@ -156,7 +179,9 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
             values[s] = x.scalarType == .float16 || x.scalarType == .bfloat16 || x.scalarType == .float64
                 ? try ReferenceKernel.widen(x) : x
         }
-        for step in steps {
+        for (index, step) in steps.enumerated() {
+            let started = profile == nil ? 0 : DispatchTime.now().uptimeNanoseconds
+            defer { profile?.add(index, DispatchTime.now().uptimeNanoseconds - started) }
             let args = step.inputs.map { $0 < 0 ? nil : values[$0] }
             let results: [NDArray]
             do {
@@ -233,7 +258,7 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
                 kiln_f32_transpose__scalar(pixels, g.n, tmp, f32(y) + n * g.n * pixels)
             }
             return [y]
-        case .depthwise(let weight, var e, let window):
+        case .depthwise(let weight, var e, let window, let vector):
             guard let x = float(0), x.rank == 4, x.shape[1] == weight.shape[0] else { return nil }
             let (batch, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
             let bias = float(2)
@@ -249,8 +274,8 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
                 for bc in ranges[r] {
                     let ch = bc % c
                     part.bias = e.bias.map { $0 + ch }
-                    kiln_f32_dwconv2d__scalar(1, h, w, px + bc * h * w, kh, kw, pw + ch * kh * kw, window.strides[0], window.strides[1],
-                                              window.dilations[0], window.dilations[1], pt, pl, oh, ow, py + bc * oh * ow, &part)
+                    CompiledExecutor.depthwise(vector, h, w, px + bc * h * w, kh, kw, pw + ch * kh * kw, window, pt, pl, oh, ow,
+                                               py + bc * oh * ow, &part)
                 }
             }
             return [y]
@@ -278,14 +303,14 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
         case .binary(let code):
             guard let x = float(0), let z = float(1) else { return nil }
             return try binary(code, x, z).map { [$0] }
-        case .unary(let code, let alpha, let beta):
+        case .unary(let code, let alpha, let beta, let vector):
             guard let x = float(0), args.count == 1 else { return nil }
             let y = NDArray(uninitializedShape: x.shape, scalarType: .float32)
             let count = x.elementCount
             let ranges = splitRanges(count, parts: count < 1 << 16 ? 1 : threads, align: 64)
             parallelFor(ranges.count, threads: threads) { r in
                 let range = ranges[r]
-                kiln_f32_unary__scalar(code, range.count, f32(x) + range.lowerBound, f32(y) + range.lowerBound, alpha, beta)
+                CompiledExecutor.unary(vector, code, range.count, f32(x) + range.lowerBound, f32(y) + range.lowerBound, alpha, beta)
             }
             return [y]
         case .softmax(let axis):
@@ -301,6 +326,21 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
             let y = NDArray(uninitializedShape: x.shape, scalarType: .float32)
             kiln_f32_layer_norm__scalar(x.elementCount / n, n, f32(x), f32(gamma), beta.map { UnsafePointer(f32($0)) }, eps, f32(y))
             return [y]
+        case .gatherRows:
+            guard let data = args[0], data.rank >= 1, data.isContiguous, !data.scalarType.isSubByte,
+                  let indices = args.count > 1 ? args[1] : nil, indices.scalarType == .int64 || indices.scalarType == .int32 else { return nil }
+            let rows = data.shape[0], rowBytes = data.shape[1...].reduce(1, *) * data.elementSize
+            let idx = indices.contiguous()
+            let y = NDArray(uninitializedShape: idx.shape + data.shape[1...], scalarType: data.scalarType)
+            let count = idx.elementCount
+            for i in 0 ..< count {
+                var r = idx.scalarType == .int64 ? Int(idx.unsafeBase.load(fromByteOffset: i * 8, as: Int64.self))
+                    : Int(idx.unsafeBase.load(fromByteOffset: i * 4, as: Int32.self))
+                if r < 0 { r += rows }
+                guard r >= 0, r < rows else { throw OpError("index \(r) is out of range for \(rows) rows") }
+                (y.unsafeBase + i * rowBytes).copyMemory(from: data.unsafeBase + r * rowBytes, byteCount: rowBytes)
+            }
+            return [y]
         case .globalAveragePool:
             guard let x = float(0), x.rank >= 3 else { return nil }
             let spatial = x.shape[2...].reduce(1, *)
@@ -309,6 +349,24 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
             kiln_f32_global_average_pool__scalar(x.shape[0] * x.shape[1], spatial, f32(x), f32(y))
             return [y]
         }
+    }
+
+    static func unary(_ vector: Bool, _ code: Int32, _ n: Int, _ x: UnsafePointer<Float>, _ y: UnsafeMutablePointer<Float>,
+                      _ alpha: Float, _ beta: Float) {
+        #if arch(x86_64)
+        if vector { return kiln_f32_unary__avx2(code, n, x, y, alpha, beta) }
+        #endif
+        kiln_f32_unary__scalar(code, n, x, y, alpha, beta)
+    }
+
+    static func depthwise(_ vector: Bool, _ h: Int, _ w: Int, _ x: UnsafePointer<Float>, _ kh: Int, _ kw: Int,
+                          _ weight: UnsafePointer<Float>, _ window: OpSet.Window, _ pt: Int, _ pl: Int, _ oh: Int, _ ow: Int,
+                          _ y: UnsafeMutablePointer<Float>, _ e: UnsafePointer<kiln_epilogue>) {
+        let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
+        #if arch(x86_64)
+        if vector { return kiln_f32_dwconv2d__avx2(1, h, w, x, kh, kw, weight, sh, sw, dh, dw, pt, pl, oh, ow, y, e) }
+        #endif
+        kiln_f32_dwconv2d__scalar(1, h, w, x, kh, kw, weight, sh, sw, dh, dw, pt, pl, oh, ow, y, e)
     }
 
     /// Broadcasting binary op: dims merged where both operands stay regular, then one kernel
@@ -369,5 +427,30 @@ extension PackedGEMM {
         self.ukernel = ukernel
         self.mr = mr
         self.storage = storage
+    }
+}
+
+/// Accumulated nanoseconds per step, for `KILN_PROFILE`.
+final class StepProfile: @unchecked Sendable {
+    private var nanoseconds: [UInt64]
+    private var runs = 0
+    private let lock = NSLock()
+
+    init(_ count: Int) { nanoseconds = [UInt64](repeating: 0, count: count) }
+
+    func add(_ step: Int, _ ns: UInt64) {
+        lock.lock()
+        nanoseconds[step] += ns
+        if step == 0 { runs += 1 }
+        lock.unlock()
+    }
+
+    func report(_ names: [String]) {
+        let total = max(nanoseconds.reduce(0, +), 1)
+        var lines = "profile: \(runs) runs, \(String(format: "%.3f", Double(total) / 1e6 / Double(max(runs, 1)))) ms per run\n"
+        for (i, ns) in nanoseconds.enumerated().sorted(by: { $0.1 > $1.1 }).prefix(25) {
+            lines += String(format: "  %6.2f%%  %8.3f ms  ", Double(ns) * 100 / Double(total), Double(ns) / 1e6 / Double(max(runs, 1))) + names[i] + "\n"
+        }
+        FileHandle.standardError.write(Data(lines.utf8))
     }
 }

@@ -97,7 +97,7 @@ struct PackedGEMM: @unchecked Sendable {
 }
 
 /// Epilogue parameters read from an op's `kiln.activation` attributes.
-func epilogue(_ op: Operation) throws -> kiln_epilogue {
+func epilogue(_ op: KilnFormat.Operation) throws -> kiln_epilogue {
     var e = kiln_epilogue()
     let name = try op.attributes.string("kiln.activation", "")
     let codes: [String: Int32] = [

@@ -1,12 +1,8 @@
-import Dispatch
+import CKilnKernels
 
-/// A value handed to worker threads that only touch disjoint parts of it.
-struct Unchecked<T>: @unchecked Sendable {
-    let value: T
-}
-
-/// Runs `body(i)` for `i` in `0..<count`, on up to `threads` cores. The bodies must write
-/// disjoint memory (each kernel chunk owns its output rows or columns).
+/// Runs `body(i)` for `i` in `0..<count` on the kernel thread pool (`kiln_parallel_for`),
+/// or inline when `threads` is 1. The bodies must write disjoint memory (each kernel chunk
+/// owns its output rows or columns); chunk counts are at most `threads`.
 @inline(__always)
 func parallelFor(_ count: Int, threads: Int, _ body: (Int) -> Void) {
     if count <= 1 || threads <= 1 {
@@ -14,8 +10,12 @@ func parallelFor(_ count: Int, threads: Int, _ body: (Int) -> Void) {
         return
     }
     withoutActuallyEscaping(body) { body in
-        let shared = Unchecked(value: body)
-        DispatchQueue.concurrentPerform(iterations: count) { shared.value($0) }
+        var closure = body
+        withUnsafeMutablePointer(to: &closure) { p in
+            kiln_parallel_for(count, { ctx, i in
+                ctx!.assumingMemoryBound(to: ((Int) -> Void).self).pointee(Int(i))
+            }, p)
+        }
     }
 }
 

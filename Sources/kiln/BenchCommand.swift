@@ -1,0 +1,189 @@
+import Foundation
+import KilnFormat
+import KilnRuntime
+
+/// `kiln bench PATH …`: load time, first-run time and latency statistics of one function.
+enum BenchCommand {
+    static let spec = CommandSpec(
+        name: "bench",
+        abstract: "Measure load time, latency and throughput of a model's function.",
+        usage: "kiln bench PATH [--function NAME] [--input NAME=FILE.npy…] [--dim SYMBOL=N…] [--threads N] [--warmup N] [--repeat N | --time SECONDS] [--cold] [--json]",
+        arguments: [("PATH", "A package (Name.kiln) or compiled artifact (Name.<arch>.compiled).")],
+        options: [
+            OptionSpec(names: ["--function"], valueName: "NAME", help: "The function (default: the only one, or main)."),
+            OptionSpec(names: ["--input"], valueName: "NAME=FILE", help: "An input from a .npy file; inputs not given are generated (seeded)."),
+            OptionSpec(names: ["--dim"], valueName: "SYMBOL=N", help: "Size of a symbolic dim for generated inputs ('?' for anonymous dims)."),
+            OptionSpec(names: ["--threads"], valueName: "N", help: "Threads per run (default: the number of cores)."),
+            OptionSpec(names: ["--warmup"], valueName: "N", help: "Untimed runs after the first (default 3)."),
+            OptionSpec(names: ["--repeat"], valueName: "N", help: "Timed runs (default 20)."),
+            OptionSpec(names: ["--time"], valueName: "SECONDS", help: "Run for this long instead of a fixed count."),
+            OptionSpec(names: ["--cold"], valueName: nil, help: "Also measure a cold load (file pages dropped from the cache first)."),
+            OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON instead of a table."),
+        ],
+        discussion: """
+            Generated inputs: floats uniform in [-1, 1); integers in 0..<V where V is the model's
+            'vocabulary' metadata, else 0..<2. Latency is measured around run(inputs:) only.
+            """)
+
+    static func positiveInt(_ args: ParsedArguments, _ name: String, _ fallback: Int, allowZero: Bool = false) throws -> Int {
+        guard let text = args.value(name) else { return fallback }
+        guard let n = Int(text), n > 0 || (allowZero && n == 0) else {
+            throw UsageError(message: "\(name) '\(text)' is not a \(allowZero ? "non-negative" : "positive") integer", command: spec)
+        }
+        return n
+    }
+
+    static func run(_ args: ParsedArguments) async throws {
+        guard args.positionals.count == 1 else {
+            throw UsageError(message: args.positionals.isEmpty ? "missing PATH" : "expected one PATH", command: spec)
+        }
+        let path = args.positionals[0]
+        var options = ModelLoadOptions()
+        options.threads = try positiveInt(args, "--threads", options.threads)
+        let warmup = try positiveInt(args, "--warmup", 3, allowZero: true)
+        let repeatCount = try positiveInt(args, "--repeat", 20)
+        var seconds: Double?
+        if let t = args.value("--time") {
+            guard let s = Double(t), s > 0, s.isFinite else { throw UsageError(message: "--time '\(t)' is not a positive number of seconds", command: spec) }
+            seconds = s
+        }
+        var dims: [String: Int] = [:]
+        for pair in args.values["--dim"] ?? [] {
+            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, !parts[0].isEmpty, let n = Int(parts[1]), n >= 0 else {
+                throw UsageError(message: "'\(pair)' is not SYMBOL=N", command: spec)
+            }
+            dims[parts[0]] = n
+        }
+        var files: [String: String] = [:]
+        for pair in args.values["--input"] ?? [] {
+            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { throw UsageError(message: "'\(pair)' is not NAME=FILE.npy", command: spec) }
+            files[parts[0]] = parts[1]
+        }
+        let url = URL(fileURLWithPath: path)
+        var coldLoad: Double?
+        if args.has("--cold") { coldLoad = try await measureColdLoad(path, options) }
+        let loadStart = DispatchTime.now()
+        let model = try await Model.load(contentsOf: url, options: options)
+        let names = model.functionNames
+        let functionName = args.value("--function") ?? (names.count == 1 ? names[0] : "main")
+        guard let function = try await model.loadFunction(named: functionName) else {
+            throw UsageError(message: "\(path) has no function '\(functionName)'; it has \(names.map { "'\($0)'" }.joined(separator: ", "))", command: spec)
+        }
+        let loadSeconds = elapsed(since: loadStart)
+        let descriptor = function.descriptor
+        if let unknown = files.keys.sorted().first(where: { descriptor.inputDescriptor(of: $0) == nil }) {
+            throw UsageError(message: "function '\(functionName)' has no input '\(unknown)'", command: spec)
+        }
+        let vocabulary = Int(model.metadata.user["vocabulary"] ?? "") ?? 2
+        var inputs: [String: NDArray] = [:]
+        var rng = SplitMix(seed: 0)
+        for d in descriptor.inputs {
+            if let file = files[d.name] {
+                inputs[d.name] = try NDArray(npyFile: file)
+                continue
+            }
+            var shape: [Int] = []
+            for dim in d.shape {
+                switch dim {
+                case .size(let n): shape.append(n)
+                case .symbol(let s):
+                    let key = s.isEmpty ? "?" : s
+                    guard let n = dims[key] else {
+                        throw UsageError(message: "input '\(d.name)' has symbolic dim '\(key)'; bind it with --dim \(key)=N or give --input \(d.name)=FILE.npy", command: spec)
+                    }
+                    shape.append(n)
+                }
+            }
+            inputs[d.name] = try generated(shape, d.scalarType, vocabulary: max(vocabulary, 1), &rng)
+        }
+        let firstStart = DispatchTime.now()
+        _ = try await function.run(inputs: inputs)
+        let firstSeconds = elapsed(since: firstStart)
+        for _ in 0 ..< warmup { _ = try await function.run(inputs: inputs) }
+        var samples: [Double] = []
+        let timedStart = DispatchTime.now()
+        while true {
+            let t = DispatchTime.now()
+            _ = try await function.run(inputs: inputs)
+            samples.append(elapsed(since: t))
+            if let seconds { if elapsed(since: timedStart) >= seconds { break } } else if samples.count >= repeatCount { break }
+        }
+        let total = elapsed(since: timedStart)
+        let sorted = samples.sorted()
+        func pct(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int((p * Double(sorted.count - 1)).rounded(.up)))] }
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let source = model.architecture.map { "compiled artifact for \($0)" } ?? "portable package, reference interpreter"
+        let stats: [(String, Double)] = [("min", sorted[0]), ("median", pct(0.5)), ("p90", pct(0.9)), ("p99", pct(0.99)), ("max", sorted.last!)]
+        if args.has("--json") {
+            var fields: [(String, JSON)] = [
+                ("path", .string(path)), ("function", .string(functionName)), ("ran", .string(source)),
+                ("architecture", model.architecture.map { .string($0) } ?? .null), ("threads", .int(options.threads)),
+                ("loadSeconds", .number(loadSeconds)), ("firstRunSeconds", .number(firstSeconds)), ("runs", .int(samples.count)),
+            ]
+            if let coldLoad { fields.append(("coldLoadSeconds", .number(coldLoad))) }
+            fields.append(("latencySeconds", .object(stats.map { ($0.0, .number($0.1)) })))
+            fields.append(("throughputPerSecond", .number(Double(samples.count) / total)))
+            fields.append(("peakResidentBytes", .int(usage.ru_maxrss * 1024)))
+            Console.out(JSON.object(fields).rendered() + "\n")
+            return
+        }
+        var rows: [(String, String)] = [("model", path), ("function", functionName), ("ran", source), ("threads", String(options.threads))]
+        if let coldLoad { rows.append(("load (cold)", ms(coldLoad))) }
+        rows.append(("load", ms(loadSeconds)))
+        rows.append(("first run", ms(firstSeconds)))
+        rows.append(("runs", String(samples.count)))
+        for (label, v) in stats { rows.append((label, ms(v))) }
+        rows.append(("throughput", String(format: "%.1f runs/s", Double(samples.count) / total)))
+        rows.append(("peak memory", humanBytes(usage.ru_maxrss * 1024)))
+        Console.out(table(rows))
+    }
+
+    static func ms(_ s: Double) -> String { String(format: "%.3f ms", s * 1000) }
+
+    static func elapsed(since t: DispatchTime) -> Double { Double(DispatchTime.now().uptimeNanoseconds - t.uptimeNanoseconds) / 1e9 }
+
+    /// Load time after the file's pages are dropped from the page cache.
+    static func measureColdLoad(_ path: String, _ options: ModelLoadOptions) async throws -> Double {
+        var files = [path]
+        if path.hasSuffix(".kiln") { files = [PackageFormat.manifestFileName, PackageFormat.weightsFileName].map { "\(path)/\($0)" } }
+        for f in files {
+            let fd = open(f, O_RDONLY)
+            if fd >= 0 { _ = fdatasync(fd); _ = posix_fadvise(fd, 0, 0, Int32(POSIX_FADV_DONTNEED)); close(fd) }
+        }
+        let t = DispatchTime.now()
+        let model = try await Model.load(contentsOf: URL(fileURLWithPath: path), options: options)
+        for name in model.functionNames { _ = try await model.loadFunction(named: name) }
+        return elapsed(since: t)
+    }
+
+    static func generated(_ shape: [Int], _ type: DataType, vocabulary: Int, _ rng: inout SplitMix) throws -> NDArray {
+        let n = shape.reduce(1, *)
+        switch type {
+        case .float32, .float16, .bfloat16, .float64:
+            return NDArray(shape: shape, scalars: (0 ..< n).map { _ in Float(rng.unit() * 2 - 1) })
+        case .int64: return NDArray(shape: shape, scalars: (0 ..< n).map { _ in Int64(rng.below(vocabulary)) })
+        case .int32: return NDArray(shape: shape, scalars: (0 ..< n).map { _ in Int32(rng.below(vocabulary)) })
+        case .bool: return NDArray(shape: shape, scalars: (0 ..< n).map { _ in rng.below(2) == 1 })
+        default:
+            throw Failure(message: "cannot generate \(type.rawValue) inputs; give them with --input")
+        }
+    }
+}
+
+/// A small seeded generator for benchmark inputs.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+}

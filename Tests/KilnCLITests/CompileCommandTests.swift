@@ -1,0 +1,105 @@
+import Foundation
+import KilnFormat
+import XCTest
+
+final class CompileCommandTests: XCTestCase {
+    let classifier = "\(repositoryRoot)/examples/TinyClassifier.kiln"
+    let encoder = "\(repositoryRoot)/examples/TinyEncoder.kiln"
+
+    func testAllArchitecturesAndAssetsManifest() throws {
+        let dir = try temporaryDirectory(self)
+        let r = try kiln(["compile", classifier, "--arch", "all", "-o", "\(dir)/out", "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let assets = try JSONSerialization.jsonObject(with: fileBytes("\(dir)/out/assets.json")) as! [String: Any]
+        XCTAssertEqual(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as! NSDictionary, assets as NSDictionary)
+        let artifacts = assets["artifacts"] as! [[String: Any]]
+        XCTAssertEqual(artifacts.map { $0["arch"] as! String },
+                       ["x86_64", "x86_64_v2", "x86_64_v3", "x86_64_v4", "arm64", "arm64_dotprod"])
+        for a in artifacts {
+            let file = "\(dir)/out/\(a["file"] as! String)"
+            let bytes = try fileBytes(file)
+            XCTAssertEqual(a["bytes"] as? Int, bytes.count)
+            XCTAssertEqual(a["sha256"] as? String, bytes.withUnsafeBytes { SHA256.hex(SHA256.hash($0)) })
+            XCTAssertEqual(a["formatVersion"] as? Int, 1)
+            XCTAssertEqual(a["minimumRuntimeVersion"] as? String, "0.1")
+            XCTAssertEqual((a["sourceDigest"] as? String)?.count, 64)
+        }
+        // Byte-identical on a second run.
+        let again = try kiln(["compile", classifier, "--arch", "all", "-o", "\(dir)/again"])
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(try tree("\(dir)/out").map(\.1), try tree("\(dir)/again").map(\.1))
+    }
+
+    func testHostArtifactRunsAndInspects() throws {
+        let dir = try temporaryDirectory(self)
+        let r = try kiln(["compile", encoder, "--arch", "host", "--min-runtime-version", "0.1", "-o", dir])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let file = try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".compiled") }!
+        XCTAssertTrue(file.hasPrefix("TinyEncoder.x86_64") || file.hasPrefix("TinyEncoder.arm64"), file)
+        let inspect = try kiln(["inspect", "\(dir)/\(file)", "--json"])
+        XCTAssertEqual(inspect.status, 0, inspect.stderr)
+        let json = try JSONSerialization.jsonObject(with: Data(inspect.stdout.utf8)) as! [String: Any]
+        XCTAssertEqual(json["kind"] as? String, "compiled")
+        let functions = json["functions"] as! [[String: Any]]
+        XCTAssertEqual(functions.map { $0["name"] as! String }, ["embed", "encode"])
+        let kernels = (functions[1]["kernels"] as! [[String: Any]]).map { $0["kernel"] as! String }
+        XCTAssertTrue(kernels.contains { $0.hasPrefix("f32_gemm_") }, "\(kernels)")
+        XCTAssertGreaterThan(functions[1]["arenaBytes"] as! Int, 0)
+        let text = try kiln(["inspect", "\(dir)/\(file)"])
+        XCTAssertTrue(text.stdout.contains("Kiln compiled artifact, format version 1"), text.stdout)
+        XCTAssertTrue(text.stdout.contains("steps"), text.stdout)
+        // The artifact runs like the package and agrees with it.
+        let tokens = NDArray(shape: [1, 4], scalars: [Int64(1), 2, 3, 4])
+        try tokens.writeNPY(to: "\(dir)/tokens.npy")
+        let compiled = try kiln(["run", "\(dir)/\(file)", "--function", "encode", "--input", "tokens=\(dir)/tokens.npy", "--output-dir", "\(dir)/c"])
+        XCTAssertEqual(compiled.status, 0, compiled.stderr)
+        let reference = try kiln(["run", encoder, "--function", "encode", "--input", "tokens=\(dir)/tokens.npy", "--output-dir", "\(dir)/r"])
+        XCTAssertEqual(reference.status, 0, reference.stderr)
+        let (a, b) = (try NDArray(npyFile: "\(dir)/c/hidden.npy"), try NDArray(npyFile: "\(dir)/r/hidden.npy"))
+        for (x, y) in zip(a.scalars(as: Float.self), b.scalars(as: Float.self)) { XCTAssertEqual(x, y, accuracy: 1e-4) }
+    }
+
+    func testUsageAndFailures() throws {
+        let dir = try temporaryDirectory(self)
+        let unknown = try kiln(["compile", classifier, "--arch", "x86_64_v9", "-o", dir])
+        XCTAssertEqual(unknown.status, 64)
+        XCTAssertTrue(unknown.stderr.contains("unknown architecture 'x86_64_v9'"), unknown.stderr)
+        let version = try kiln(["compile", classifier, "--arch", "all", "--min-runtime-version", "one", "-o", dir])
+        XCTAssertEqual(version.status, 64)
+        let missing = try kiln(["compile", "\(dir)/nothing.kiln", "--arch", "all", "-o", "\(dir)/o"])
+        XCTAssertEqual(missing.status, 1)
+        XCTAssertTrue(missing.stderr.contains("nothing.kiln"), missing.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(dir)/o"))
+        // A corrupt artifact is one clear line, exit 1.
+        XCTAssertEqual(try kiln(["compile", classifier, "--arch", "x86_64", "-o", "\(dir)/ok"]).status, 0)
+        var bytes = try fileBytes("\(dir)/ok/TinyClassifier.x86_64.compiled")
+        bytes[300] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: "\(dir)/bad.x86_64.compiled"))
+        let bad = try kiln(["inspect", "\(dir)/bad.x86_64.compiled"])
+        XCTAssertEqual(bad.status, 1)
+        XCTAssertTrue(bad.stderr.hasPrefix("error: \(dir)/bad.x86_64.compiled"), bad.stderr)
+        XCTAssertEqual(bad.stderr.split(separator: "\n").count, 1, bad.stderr)
+    }
+
+    func testBenchReport() throws {
+        let dir = try temporaryDirectory(self)
+        XCTAssertEqual(try kiln(["compile", classifier, "--arch", "host", "-o", dir]).status, 0)
+        let file = try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".compiled") }!
+        for path in ["\(dir)/\(file)", classifier] {
+            let r = try kiln(["bench", path, "--dim", "batch=4", "--repeat", "7", "--warmup", "1", "--json"])
+            XCTAssertEqual(r.status, 0, r.stderr)
+            let json = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as! [String: Any]
+            XCTAssertEqual(json["runs"] as? Int, 7)
+            let l = json["latencySeconds"] as! [String: Double]
+            XCTAssertTrue(l["min"]! <= l["median"]! && l["median"]! <= l["p90"]! && l["p90"]! <= l["p99"]! && l["p99"]! <= l["max"]!, "\(l)")
+            XCTAssertGreaterThan(json["throughputPerSecond"] as! Double, 0)
+            XCTAssertGreaterThan(json["peakResidentBytes"] as! Int, 0)
+        }
+        let unbound = try kiln(["bench", classifier])
+        XCTAssertEqual(unbound.status, 64)
+        XCTAssertTrue(unbound.stderr.contains("symbolic dim 'batch'"), unbound.stderr)
+        let badInput = try kiln(["bench", classifier, "--input", "nope=x.npy", "--dim", "batch=1"])
+        XCTAssertEqual(badInput.status, 64)
+        XCTAssertTrue(badInput.stderr.contains("no input 'nope'"), badInput.stderr)
+    }
+}

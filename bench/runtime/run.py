@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Kiln compiled artifacts vs onnxruntime, in one run, on 2 threads.
+
+For each shared model (../shared/models, golden inputs): compiles the converted package for the
+host arch, measures Kiln with `kiln bench --json` (load = mapping the artifact and preparing the
+function; latency = median of the timed runs around run(inputs:)), and onnxruntime with a session
+of the same thread count (load = session creation; latency = median of as many runs). Examples
+(Kiln packages without an ONNX source) are reported for Kiln alone. Not part of `make test`.
+
+    make build && python3 bench/runtime/run.py [--kiln .build/release/kiln] [--repeat 30] [--threads 2]
+"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHARED = os.path.join(ROOT, "..", "shared", "models")
+MODELS = ["mobilenetv3_orientation", "magika_v3_3", "minilm_l3_paraphrase"]
+EXAMPLES = [("TinyClassifier", "main", ["--dim", "batch=8"]), ("TinyEncoder", "encode", ["--dim", "batch=1", "--dim", "seq=64"])]
+
+
+def kiln_bench(kiln, artifact, extra, repeat, threads):
+    out = subprocess.run([kiln, "bench", artifact, "--json", "--repeat", str(repeat), "--warmup", "5",
+                          "--threads", str(threads)] + extra, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def ort_bench(model, inputs, repeat, threads):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    start = time.perf_counter()
+    session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    load = time.perf_counter() - start
+    for _ in range(5):
+        session.run(None, inputs)
+    samples = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        session.run(None, inputs)
+        samples.append(time.perf_counter() - t)
+    return load, float(np.median(samples))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", default=os.path.join(ROOT, ".build/release/kiln"))
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in MODELS:
+            onnx_path = os.path.join(SHARED, f"{name}.onnx")
+            golden = os.path.join(SHARED, "golden", name)
+            manifest = json.load(open(os.path.join(golden, "manifest.json")))
+            subprocess.run([args.kiln, "convert", onnx_path, "-o", f"{tmp}/{name}.kiln"], check=True, capture_output=True)
+            assets = json.loads(subprocess.run([args.kiln, "compile", f"{tmp}/{name}.kiln", "--arch", "host", "-o", f"{tmp}/{name}",
+                                                "--json"], check=True, capture_output=True, text=True).stdout)
+            artifact = os.path.join(tmp, name, assets["artifacts"][0]["file"])
+            extra = []
+            inputs = {}
+            for i in manifest["inputs"]:
+                extra += ["--input", f"{i['name']}={os.path.join(golden, i['file'])}"]
+                inputs[i["name"]] = np.load(os.path.join(golden, i["file"]))
+            k = kiln_bench(args.kiln, artifact, extra, args.repeat, args.threads)
+            ort_load, ort_median = ort_bench(onnx_path, inputs, args.repeat, args.threads)
+            rows.append((name, assets["artifacts"][0]["arch"], k["latencySeconds"]["median"], ort_median, k["loadSeconds"], ort_load))
+        for name, function, extra in EXAMPLES:
+            assets = json.loads(subprocess.run([args.kiln, "compile", os.path.join(ROOT, "examples", f"{name}.kiln"), "--arch", "host",
+                                                "-o", f"{tmp}/{name}", "--json"], check=True, capture_output=True, text=True).stdout)
+            artifact = os.path.join(tmp, name, assets["artifacts"][0]["file"])
+            k = kiln_bench(args.kiln, artifact, ["--function", function] + extra, args.repeat, args.threads)
+            rows.append((f"{name}.{function}", assets["artifacts"][0]["arch"], k["latencySeconds"]["median"], None, k["loadSeconds"], None))
+    print(f"{'model':<26} {'arch':<10} {'kiln ms':>9} {'ort ms':>9} {'kiln/ort':>9} {'kiln load ms':>13} {'ort load ms':>12}")
+    for name, arch, km, om, kl, ol in rows:
+        ratio = f"{km / om:8.2f}x" if om else "       —"
+        print(f"{name:<26} {arch:<10} {km * 1e3:9.3f} {(om or 0) * 1e3:9.3f} {ratio} {kl * 1e3:13.2f} {(ol or 0) * 1e3:12.2f}")
+
+
+if __name__ == "__main__":
+    main()
