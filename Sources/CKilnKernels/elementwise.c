@@ -260,6 +260,29 @@ void kiln_f32_im2col__scalar(size_t channels, size_t h, size_t w, const float *x
     }
 }
 
+void kiln_f32_im2col_rows__scalar(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,
+                                  size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, float *rows) {
+    float *out = rows;
+    for (size_t c = 0; c < channels; c++) {
+        for (size_t ky = 0; ky < kh; ky++) {
+            for (size_t kx = 0; kx < kw; kx++) {
+                for (size_t oy = 0; oy < oh; oy++) {
+                    const long iy = (long)(oy * sh + ky * dh) - (long)pt;
+                    if (iy < 0 || iy >= (long)h) {
+                        for (size_t ox = 0; ox < ow; ox++) *out++ = 0.0f;
+                        continue;
+                    }
+                    const float *xr = x + (c * h + (size_t)iy) * w;
+                    for (size_t ox = 0; ox < ow; ox++) {
+                        const long ix = (long)(ox * sw + kx * dw) - (long)pl;
+                        *out++ = ix >= 0 && ix < (long)w ? xr[ix] : 0.0f;
+                    }
+                }
+            }
+        }
+    }
+}
+
 void kiln_f32_transpose__scalar(size_t rows, size_t cols, const float *x, float *y) {
     const size_t t = 32;
     for (size_t r0 = 0; r0 < rows; r0 += t) {

@@ -9,11 +9,11 @@
 #define KILN_MAX_NR 16
 
 static inline void kiln_ukernel_scalar(size_t MR, size_t NR, size_t mr, size_t nc, size_t k, const float *a,
-                                       size_t lda, const float *b, float *c, size_t ldc) {
+                                       size_t lda, const float *b, size_t ldb, float *c, size_t ldc) {
     float acc[KILN_MAX_MR][KILN_MAX_NR] = {{0}};
     (void)MR;
     for (size_t p = 0; p < k; p++) {
-        const float *row = b + p * NR;
+        const float *row = b + p * ldb;
         for (size_t i = 0; i < mr; i++) {
             const float av = a[i * lda + p];
             for (size_t j = 0; j < NR; j++) acc[i][j] += av * row[j];
@@ -22,14 +22,14 @@ static inline void kiln_ukernel_scalar(size_t MR, size_t NR, size_t mr, size_t n
     for (size_t i = 0; i < mr; i++) memcpy(c + i * ldc, acc[i], nc * sizeof(float));
 }
 
-void kiln_f32_gemm_4x8__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, float *c,
-                               size_t ldc) {
-    kiln_ukernel_scalar(4, 8, mr, nc, k, a, lda, b, c, ldc);
+void kiln_f32_gemm_4x8__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb,
+                               float *c, size_t ldc) {
+    kiln_ukernel_scalar(4, 8, mr, nc, k, a, lda, b, ldb, c, ldc);
 }
 
-void kiln_f32_gemm_4x16__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, float *c,
-                                size_t ldc) {
-    kiln_ukernel_scalar(4, 16, mr, nc, k, a, lda, b, c, ldc);
+void kiln_f32_gemm_4x16__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b,
+                                size_t ldb, float *c, size_t ldc) {
+    kiln_ukernel_scalar(4, 16, mr, nc, k, a, lda, b, ldb, c, ldc);
 }
 
 typedef struct {
@@ -146,9 +146,42 @@ void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b
         for (size_t m = m_begin; m < m_end; m += mr) {
             const size_t rows = m_end - m < mr ? m_end - m : mr;
             float *tile = c + m * ldc + n0;
-            ukernel(rows, nc, k, a + m * lda, lda, panel, tile, ldc);
+            ukernel(rows, nc, k, a + m * lda, lda, panel, nr, tile, ldc);
             if (epilogue && (epilogue->bias || epilogue->activation != KILN_ACT_NONE))
                 kiln_f32_epilogue(rows, nc, tile, ldc, epilogue->bias ? epilogue->bias + n0 : NULL, epilogue);
+        }
+    }
+}
+
+void kiln_f32_gemm_nchw(kiln_f32_gemm_ukernel ukernel, size_t mr, size_t nr, size_t m, size_t n, size_t k,
+                        const float *a, const float *b, float *c, size_t m_begin, size_t m_end,
+                        size_t p_begin, size_t p_end, const kiln_epilogue *epilogue, float *scratch) {
+    (void)m;
+    for (size_t p = p_begin; p < p_end; p++) {
+        const size_t n0 = p * nr;
+        const size_t nc = n - n0 < nr ? n - n0 : nr;
+        // Each panel is copied (zero-padded at the end) into a contiguous K x NR block: rows of
+        // the image lie far apart, and every row block of A streams the panel again.
+        for (size_t kk = 0; kk < k; kk++) {
+            const float *src = b + kk * n + n0;
+            float *dst = scratch + kk * nr;
+            for (size_t j = 0; j < nc; j++) dst[j] = src[j];
+            for (size_t j = nc; j < nr; j++) dst[j] = 0.0f;
+        }
+        const float *panel = scratch;
+        const size_t ldb = nr;
+        for (size_t i = m_begin; i < m_end; i += mr) {
+            const size_t rows = m_end - i < mr ? m_end - i : mr;
+            float *tile = c + i * n + n0;
+            ukernel(rows, nc, k, a + i * k, k, panel, ldb, tile, n);
+            if (!epilogue || (!epilogue->bias && epilogue->activation == KILN_ACT_NONE)) continue;
+            for (size_t r = 0; r < rows; r++) {
+                if (epilogue->bias) {
+                    const float bias = epilogue->bias[i + r];
+                    for (size_t j = 0; j < nc; j++) tile[r * n + j] += bias;
+                }
+                kiln_f32_epilogue(1, nc, tile + r * n, n, NULL, epilogue);
+            }
         }
     }
 }

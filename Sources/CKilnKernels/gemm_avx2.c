@@ -6,8 +6,8 @@
 #include <string.h>
 
 __attribute__((target("avx2,fma")))
-void kiln_f32_gemm_6x16__avx2(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, float *c,
-                              size_t ldc) {
+void kiln_f32_gemm_6x16__avx2(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb,
+                              float *c, size_t ldc) {
     // Rows past `mr` read the last valid row and are never stored.
     const float *a0 = a;
     const float *a1 = mr > 1 ? a0 + lda : a0;
@@ -23,7 +23,7 @@ void kiln_f32_gemm_6x16__avx2(size_t mr, size_t nc, size_t k, const float *a, si
     __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
     for (size_t p = 0; p < k; p++) {
         const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        b += 16;
+        b += ldb;
         __m256 v = _mm256_broadcast_ss(a0 + p);
         c00 = _mm256_fmadd_ps(v, b0, c00); c01 = _mm256_fmadd_ps(v, b1, c01);
         v = _mm256_broadcast_ss(a1 + p);

@@ -5,8 +5,8 @@
 #include <immintrin.h>
 
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
-void kiln_f32_gemm_8x16__avx512(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, float *c,
-                                size_t ldc) {
+void kiln_f32_gemm_8x16__avx512(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b,
+                                size_t ldb, float *c, size_t ldc) {
     const float *rows[8];
     for (size_t i = 0; i < 8; i++) rows[i] = a + (i < mr ? i : mr - 1) * lda;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
@@ -14,7 +14,7 @@ void kiln_f32_gemm_8x16__avx512(size_t mr, size_t nc, size_t k, const float *a, 
     const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
     const float *r4 = rows[4], *r5 = rows[5], *r6 = rows[6], *r7 = rows[7];
     for (size_t p = 0; p < k; p++) {
-        const __m512 bv = _mm512_loadu_ps(b + p * 16);
+        const __m512 bv = _mm512_loadu_ps(b + p * ldb);
         acc0 = _mm512_fmadd_ps(_mm512_set1_ps(r0[p]), bv, acc0);
         acc1 = _mm512_fmadd_ps(_mm512_set1_ps(r1[p]), bv, acc1);
         acc2 = _mm512_fmadd_ps(_mm512_set1_ps(r2[p]), bv, acc2);

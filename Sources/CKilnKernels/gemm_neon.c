@@ -5,8 +5,8 @@
 #include <arm_neon.h>
 #include <string.h>
 
-void kiln_f32_gemm_4x8__neon(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, float *c,
-                             size_t ldc) {
+void kiln_f32_gemm_4x8__neon(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb,
+                             float *c, size_t ldc) {
     const float *a0 = a;
     const float *a1 = mr > 1 ? a0 + lda : a0;
     const float *a2 = mr > 2 ? a1 + lda : a1;
@@ -14,7 +14,7 @@ void kiln_f32_gemm_4x8__neon(size_t mr, size_t nc, size_t k, const float *a, siz
     float32x4_t c00 = vdupq_n_f32(0), c01 = vdupq_n_f32(0), c10 = vdupq_n_f32(0), c11 = vdupq_n_f32(0);
     float32x4_t c20 = vdupq_n_f32(0), c21 = vdupq_n_f32(0), c30 = vdupq_n_f32(0), c31 = vdupq_n_f32(0);
     for (size_t p = 0; p < k; p++) {
-        const float32x4_t b0 = vld1q_f32(b + p * 8), b1 = vld1q_f32(b + p * 8 + 4);
+        const float32x4_t b0 = vld1q_f32(b + p * ldb), b1 = vld1q_f32(b + p * ldb + 4);
         c00 = vfmaq_n_f32(c00, b0, a0[p]); c01 = vfmaq_n_f32(c01, b1, a0[p]);
         c10 = vfmaq_n_f32(c10, b0, a1[p]); c11 = vfmaq_n_f32(c11, b1, a1[p]);
         c20 = vfmaq_n_f32(c20, b0, a2[p]); c21 = vfmaq_n_f32(c21, b1, a2[p]);

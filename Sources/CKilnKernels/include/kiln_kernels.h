@@ -39,6 +39,10 @@ typedef void (*kiln_task_fn)(void *ctx, size_t index);
 /// further core, started on first use). One loop at a time; a busy pool runs the loop inline.
 void kiln_parallel_for(size_t count, kiln_task_fn fn, void *ctx);
 
+/// Keeps freed heap memory for reuse (glibc: large blocks stay in the heap instead of being
+/// unmapped), so per-run buffers do not fault fresh pages on every run. Process-wide; idempotent.
+void kiln_memory_keep_freed(void);
+
 // MARK: GEMM
 
 /// Epilogue activations applied to each output element after bias.
@@ -82,9 +86,10 @@ typedef struct kiln_epilogue {
     float alpha, beta;
 } kiln_epilogue;
 
-/// A microkernel: C[0..mr, 0..nc] = A[0..mr, 0..k] * Bpanel[0..k, 0..NR] (nc <= NR columns stored).
+/// A microkernel: C[0..mr, 0..nc] = A[0..mr, 0..k] * B[0..k, 0..NR], B's rows `ldb` floats
+/// apart (NR for a packed panel); nc <= NR columns stored.
 typedef void (*kiln_f32_gemm_ukernel)(size_t mr, size_t nc, size_t k, const float *a, size_t lda,
-                                      const float *b, float *c, size_t ldc);
+                                      const float *b, size_t ldb, float *c, size_t ldc);
 
 /// The GEMM microkernels: name, rows, panel width, required feature bit.
 #define KILN_F32_GEMM_UKERNELS_X86(X) \
@@ -93,17 +98,17 @@ typedef void (*kiln_f32_gemm_ukernel)(size_t mr, size_t nc, size_t k, const floa
 #define KILN_F32_GEMM_UKERNELS_ARM(X) \
     X(f32_gemm_4x8__neon, 4, 8, KILN_CPU_NEON)
 
-void kiln_f32_gemm_4x8__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, float *c, size_t ldc);
-void kiln_f32_gemm_4x16__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, float *c, size_t ldc);
+void kiln_f32_gemm_4x8__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb, float *c, size_t ldc);
+void kiln_f32_gemm_4x16__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb, float *c, size_t ldc);
 #if defined(__x86_64__)
 #define KILN_DECLARE_UKERNEL(name, mr, nr, feature) \
-    void kiln_##name(size_t m, size_t nc, size_t k, const float *a, size_t lda, const float *b, float *c, size_t ldc);
+    void kiln_##name(size_t m, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb, float *c, size_t ldc);
 KILN_F32_GEMM_UKERNELS_X86(KILN_DECLARE_UKERNEL)
 #undef KILN_DECLARE_UKERNEL
 #endif
 #if defined(__aarch64__)
 #define KILN_DECLARE_UKERNEL(name, mr, nr, feature) \
-    void kiln_##name(size_t m, size_t nc, size_t k, const float *a, size_t lda, const float *b, float *c, size_t ldc);
+    void kiln_##name(size_t m, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb, float *c, size_t ldc);
 KILN_F32_GEMM_UKERNELS_ARM(KILN_DECLARE_UKERNEL)
 #undef KILN_DECLARE_UKERNEL
 #endif
@@ -121,6 +126,18 @@ void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b
                    const float *a, size_t lda, float *c, size_t ldc,
                    size_t m_begin, size_t m_end, size_t p_begin, size_t p_end,
                    const kiln_epilogue *epilogue, float *scratch);
+
+/// Direct convolution GEMM in NCHW: C[M x N] = epilogue(A[M x K] * B[K x N]) with A the
+/// weight (row-major, lda = K), B the image or its im2col rows (ldb = N), bias per row (output
+/// channel). Panels p_begin..p_end of N; `scratch` holds K x NR floats (each panel is packed there).
+void kiln_f32_gemm_nchw(kiln_f32_gemm_ukernel ukernel, size_t mr, size_t nr, size_t m, size_t n, size_t k,
+                        const float *a, const float *b, float *c, size_t m_begin, size_t m_end,
+                        size_t p_begin, size_t p_end, const kiln_epilogue *epilogue, float *scratch);
+
+/// im2col for one image in CHW layout as rows: row (c, ky, kx), one column per output pixel.
+void kiln_f32_im2col_rows__scalar(size_t channels, size_t h, size_t w, const float *x,
+                                  size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
+                                  size_t oh, size_t ow, float *rows);
 
 /// Packs a row-major K x N float matrix (row stride ldb, column stride cs) into panels of nr.
 void kiln_f32_pack_b(size_t k, size_t n, size_t nr, const float *b, size_t ldb, size_t cs, float *packed);

@@ -33,7 +33,11 @@ public struct Lowering: CompilerPass {
             for (i, op) in f.operations.enumerated() {
                 let float = op.outputs.count == 1 && op.outputs[0].type.dtype == .float32
                 var kernel = "reference"
-                if float, op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), let o = orientation(op, w) {
+                if float, op.opType == "conv", op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4,
+                   case .dense = w.encoding, (try? op.attributes.int("group", 1)) == 1 {
+                    // Dense conv weights are already the A operand of a direct NCHW GEMM.
+                    kernel = "f32_conv2d_nchw" + tile
+                } else if float, op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), let o = orientation(op, w) {
                     let key = "\(w.name)|\(o.label)|\(arch.gemm.nr)"
                     let name: String
                     if let existing = packed[key] {

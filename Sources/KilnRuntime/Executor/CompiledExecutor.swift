@@ -11,6 +11,7 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
     enum Kind {
         case gemm(PackedGEMM, kiln_epilogue)
         case conv(PackedGEMM, kiln_epilogue, OpSet.Window)
+        case convNCHW(NDArray, kiln_epilogue, OpSet.Window, ukernel: kiln_f32_gemm_ukernel, mr: Int, nr: Int)
         case depthwise(NDArray, kiln_epilogue, OpSet.Window, avx2: Bool)
         case matmul(ukernel: kiln_f32_gemm_ukernel, mr: Int, nr: Int)
         case binary(Int32)
@@ -86,7 +87,16 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
         }
         self.steps = steps
         profile = getenv("KILN_PROFILE") != nil ? StepProfile(steps.count) : nil
+        _ = CompiledExecutor.keepFreedMemory
     }
+
+    /// Step results and scratch buffers are allocated per run; glibc would hand large ones
+    /// back to the kernel on free and fault fresh zeroed pages on the next run. Keeping freed
+    /// memory in the heap (up to 1 GiB blocks) makes the next run reuse it. Set once.
+    static let keepFreedMemory: Bool = {
+        kiln_memory_keep_freed()
+        return true
+    }()
 
     /// Whether an `__avx2` kernel was chosen; refused on a host without AVX2 and FMA.
     static func avx2(_ kernel: String) throws -> Bool {
@@ -95,7 +105,17 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
         return true
     }
 
-    static func isPacked(_ kernel: String) -> Bool { kernel.hasPrefix("f32_gemm_") || kernel.hasPrefix("f32_conv2d_") }
+    static func isPacked(_ kernel: String) -> Bool {
+        kernel.hasPrefix("f32_gemm_") || (kernel.hasPrefix("f32_conv2d_") && !kernel.hasPrefix("f32_conv2d_nchw_"))
+    }
+
+    static func ukernel<S: StringProtocol>(named name: S) throws -> (kiln_f32_gemm_ukernel, Int, Int) {
+        var mr = 0, nr = 0
+        guard let uk = String(name).withCString({ kiln_f32_gemm_ukernel_named($0, &mr, &nr) }) else {
+            throw OpError("kernel \(name) is not available on this host")
+        }
+        return (uk, mr, nr)
+    }
 
     static let unaryCodes: [String: Int32] = [
         "relu": Int32(KILN_UNARY_RELU), "hard_swish": Int32(KILN_UNARY_HARD_SWISH), "hard_sigmoid": Int32(KILN_UNARY_HARD_SIGMOID),
@@ -118,6 +138,12 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
         case let k where k.hasPrefix("f32_gemm_"):
             guard ["linear", "matmul"].contains(op.opType) else { throw OpError("kernel \(k) cannot run \(op.opType)") }
             return .gemm(try PackedGEMM(weight: try packedWeight(), kernel: k), try epilogue(op))
+        case let k where k.hasPrefix("f32_conv2d_nchw_"):
+            guard op.opType == "conv", s.inputs.count >= 2, let w = constants[s.inputs[1]], w.rank == 4, w.scalarType == .float32 else {
+                throw OpError("kernel \(k) needs a float32 conv weight")
+            }
+            let (uk, mr, nr) = try ukernel(named: "f32_gemm" + k.dropFirst("f32_conv2d_nchw".count))
+            return .convNCHW(w, try epilogue(op), try OpSet.Window(a, kernel: Array(w.shape[2...])), ukernel: uk, mr: mr, nr: nr)
         case let k where k.hasPrefix("f32_conv2d_"):
             guard op.opType == "conv" else { throw OpError("kernel \(k) cannot run \(op.opType)") }
             let w = try packedWeight()
@@ -130,11 +156,7 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
             }
             return .depthwise(w, try epilogue(op), try OpSet.Window(a, kernel: Array(w.shape[2...])), avx2: try avx2(s.kernel))
         case let k where k.hasPrefix("f32_matmul_"):
-            let ukName = "f32_gemm" + k.dropFirst("f32_matmul".count)
-            var mr = 0, nr = 0
-            guard let uk = ukName.withCString({ kiln_f32_gemm_ukernel_named($0, &mr, &nr) }) else {
-                throw OpError("kernel \(ukName) is not available on this host")
-            }
+            let (uk, mr, nr) = try ukernel(named: "f32_gemm" + k.dropFirst("f32_matmul".count))
             return .matmul(ukernel: uk, mr: mr, nr: nr)
         case "f32_binary__scalar":
             guard let code = binaryCodes[op.opType] else { throw OpError("kernel \(s.kernel) cannot run \(op.opType)") }
@@ -256,6 +278,60 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
                 }
                 g.run(a: cols, lda: g.k, m: pixels, c: tmp, ldc: g.n, epilogue: e, threads: threads)
                 kiln_f32_transpose__scalar(pixels, g.n, tmp, f32(y) + n * g.n * pixels)
+            }
+            return [y]
+        case .convNCHW(let weight, var e, let window, let uk, let mr, let nr):
+            guard let x = float(0), x.rank == 4, x.shape[1] == weight.shape[1] else { return nil }
+            let (batch, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+            let (m, kh, kw) = (weight.shape[0], weight.shape[2], weight.shape[3])
+            let k = c * kh * kw
+            let bias = float(2)
+            if let bias { guard bias.elementCount == m else { throw OpError("bias \(bias.shape) does not fit \(m) channels") } }
+            e.bias = bias.map { UnsafePointer(f32($0)) }
+            let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
+            let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
+            let pixels = oh * ow
+            let y = NDArray(uninitializedShape: [batch, m, oh, ow], scalarType: .float32)
+            guard pixels > 0, m > 0 else { return [y] }
+            let pointwise = kh == 1 && kw == 1 && window.strides == [1, 1] && pt == 0 && pl == 0 && oh == h && ow == w
+            let cols = pointwise ? nil : UnsafeMutablePointer<Float>.allocate(capacity: max(k * pixels, 1))
+            defer { cols?.deallocate() }
+            // B (the image, or its im2col rows) is packed into panels once per image; then each
+            // chunk of output channels (its weight rows stay in cache) sweeps every panel.
+            let panels = (pixels + nr - 1) / nr
+            let packed = UnsafeMutablePointer<Float>.allocate(capacity: max(panels * k * nr, 1))
+            defer { packed.deallocate() }
+            let small = m * pixels * k < 1 << 15
+            let panelRanges = splitRanges(panels, parts: small ? 1 : threads)
+            let rowChunks = splitRanges(m, parts: small ? 1 : max(threads, m / 64), align: mr)
+            let pw = f32(weight)
+            var b = kiln_packed_b()
+            b.kind = Int32(KILN_B_F32); b.k = k; b.n = pixels; b.nr = nr; b.data = UnsafeRawPointer(packed)
+            for n in 0 ..< batch {
+                let xi = f32(x) + n * c * h * w
+                if let cols {
+                    kiln_f32_im2col_rows__scalar(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
+                                                 window.dilations[1], pt, pl, oh, ow, cols)
+                }
+                let source = UnsafePointer(cols ?? xi), out = f32(y) + n * m * pixels
+                parallelFor(panelRanges.count, threads: threads) { i in
+                    let r = panelRanges[i]
+                    let n0 = r.lowerBound * nr, width = min(pixels, r.upperBound * nr) - n0
+                    kiln_f32_pack_b(k, width, nr, source + n0, pixels, 1, packed + r.lowerBound * k * nr)
+                }
+                parallelFor(rowChunks.count, threads: threads) { i in
+                    let rows = rowChunks[i]
+                    var packedB = b
+                    kiln_f32_gemm(uk, mr, &packedB, pw, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, nil, nil)
+                    guard e.bias != nil || e.activation != Int32(KILN_ACT_NONE) else { return }
+                    var rowEpilogue = e
+                    for r in rows {
+                        rowEpilogue.bias = nil
+                        let row = out + r * pixels
+                        if let bias = e.bias { let v = bias[r]; for j in 0 ..< pixels { row[j] += v } }
+                        kiln_f32_epilogue(1, pixels, row, pixels, nil, &rowEpilogue)
+                    }
+                }
             }
             return [y]
         case .depthwise(let weight, var e, let window, let vector):
