@@ -153,35 +153,3 @@ void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b
     }
 }
 
-void kiln_f32_gemm_nchw(kiln_f32_gemm_ukernel ukernel, size_t mr, size_t nr, size_t m, size_t n, size_t k,
-                        const float *a, const float *b, float *c, size_t m_begin, size_t m_end,
-                        size_t p_begin, size_t p_end, const kiln_epilogue *epilogue, float *scratch) {
-    (void)m;
-    for (size_t p = p_begin; p < p_end; p++) {
-        const size_t n0 = p * nr;
-        const size_t nc = n - n0 < nr ? n - n0 : nr;
-        // Each panel is copied (zero-padded at the end) into a contiguous K x NR block: rows of
-        // the image lie far apart, and every row block of A streams the panel again.
-        for (size_t kk = 0; kk < k; kk++) {
-            const float *src = b + kk * n + n0;
-            float *dst = scratch + kk * nr;
-            for (size_t j = 0; j < nc; j++) dst[j] = src[j];
-            for (size_t j = nc; j < nr; j++) dst[j] = 0.0f;
-        }
-        const float *panel = scratch;
-        const size_t ldb = nr;
-        for (size_t i = m_begin; i < m_end; i += mr) {
-            const size_t rows = m_end - i < mr ? m_end - i : mr;
-            float *tile = c + i * n + n0;
-            ukernel(rows, nc, k, a + i * k, k, panel, ldb, tile, n);
-            if (!epilogue || (!epilogue->bias && epilogue->activation == KILN_ACT_NONE)) continue;
-            for (size_t r = 0; r < rows; r++) {
-                if (epilogue->bias) {
-                    const float bias = epilogue->bias[i + r];
-                    for (size_t j = 0; j < nc; j++) tile[r * n + j] += bias;
-                }
-                kiln_f32_epilogue(1, nc, tile + r * n, n, NULL, epilogue);
-            }
-        }
-    }
-}

@@ -46,6 +46,15 @@ final class KernelTests: XCTestCase {
                             XCTFail("\(name) m=\(m) n=\(n) k=\(k): index \(i) got \(c[i]) want \(want[i])")
                             break
                         }
+                        // The microkernel alone on one panel whose rows are further apart than NR.
+                        let ldb = nr + 5, rows = min(m, mr), cols = min(n, nr)
+                        var strided = [Float](repeating: .nan, count: k * ldb)
+                        for p in 0 ..< k { for j in 0 ..< nr { strided[p * ldb + j] = j < n ? bm[p * n + j] : 0 } }
+                        var tile = [Float](repeating: .nan, count: rows * cols)
+                        uk(rows, cols, k, a, k, strided, ldb, &tile, cols)
+                        for i in 0 ..< rows { for j in 0 ..< cols where abs(tile[i * cols + j] - want[i * n + j]) > 1e-4 * Float(k) {
+                            XCTFail("\(name) strided m=\(m) n=\(n) k=\(k): (\(i), \(j)) got \(tile[i * cols + j]) want \(want[i * n + j])")
+                        } }
                     }
                 }
             }

@@ -127,13 +127,6 @@ void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b
                    size_t m_begin, size_t m_end, size_t p_begin, size_t p_end,
                    const kiln_epilogue *epilogue, float *scratch);
 
-/// Direct convolution GEMM in NCHW: C[M x N] = epilogue(A[M x K] * B[K x N]) with A the
-/// weight (row-major, lda = K), B the image or its im2col rows (ldb = N), bias per row (output
-/// channel). Panels p_begin..p_end of N; `scratch` holds K x NR floats (each panel is packed there).
-void kiln_f32_gemm_nchw(kiln_f32_gemm_ukernel ukernel, size_t mr, size_t nr, size_t m, size_t n, size_t k,
-                        const float *a, const float *b, float *c, size_t m_begin, size_t m_end,
-                        size_t p_begin, size_t p_end, const kiln_epilogue *epilogue, float *scratch);
-
 /// im2col for one image in CHW layout as rows: row (c, ky, kx), one column per output pixel.
 void kiln_f32_im2col_rows__scalar(size_t channels, size_t h, size_t w, const float *x,
                                   size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
