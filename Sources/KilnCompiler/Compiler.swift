@@ -5,6 +5,7 @@ public enum Compiler {
     /// The passes, by name. Pipelines list these names.
     public static let passes: [String: any CompilerPass] = [
         DeadCodeElimination.name: DeadCodeElimination(),
+        ConstantFolding.name: ConstantFolding(),
         BatchNormFolding.name: BatchNormFolding(),
         EpilogueFusion.name: EpilogueFusion(),
         Lowering.name: Lowering(),
@@ -12,7 +13,7 @@ public enum Compiler {
 
     /// The default pipeline: clean up, fold, fuse, lower.
     public static let defaultPipeline = [
-        DeadCodeElimination.name, BatchNormFolding.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
+        DeadCodeElimination.name, ConstantFolding.name, BatchNormFolding.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
     ]
 
     /// What to compile for.

@@ -32,6 +32,28 @@ final class PassTests: XCTestCase {
         XCTAssertNoThrow(try unit.model.validate())
     }
 
+    func testConstantFolding() throws {
+        var b = ModelBuilder(name: "fold")
+        let w = try b.addWeight("w", shape: [3, 4], values: values(12, 5))
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [2, 4]))
+        let t = try f.apply1("transpose", [f.use(w)], ["perm": .ints([1, 0])], name: "wt")
+        let y = try f.apply1("matmul", [x, t], name: "mm")
+        f.output("y", y)
+        try b.add(f)
+        let model = try b.build()
+        var unit = CompilationUnit(model: model, arch: x86)
+        try ConstantFolding().apply(to: &unit)
+        XCTAssertEqual(unit.model.functions[0].operations.map(\.name), ["mm"])
+        let folded = unit.model.weight(named: "wt")!
+        XCTAssertEqual(folded.shape, [4, 3])
+        try DeadCodeElimination().apply(to: &unit)
+        XCTAssertEqual(unit.model.weights.map(\.name), ["wt"])
+        XCTAssertNoThrow(try unit.model.validate())
+        let input = NDArray(shape: [2, 4], scalars: values(8, 1))
+        XCTAssertEqual(try run(unit.model, ["x": input])["y"]!.scalars(as: Float.self), try run(model, ["x": input])["y"]!.scalars(as: Float.self))
+    }
+
     func testBatchNormFolding() throws {
         var b = ModelBuilder(name: "bn")
         let w = try b.addWeight("w", shape: [3, 2, 3, 3], values: values(54, 1))
