@@ -15,6 +15,11 @@ public struct ModelLoadOptions: Sendable {
     public var verifyCompiledWeights = false
     /// Threads a compiled function may use per call (default: the number of cores).
     public var threads = ProcessInfo.processInfo.activeProcessorCount
+    /// The cache a directory's portable package is specialized into when no artifact fits
+    /// (default: ``SpecializationCache/defaultDirectory``).
+    public var cache: SpecializationCache? = nil
+    /// Where a specialized model is kept in the cache.
+    public var policy: SpecializationCache.Policy = .evictable
 
     /// Creates options with the defaults.
     public init() {}
@@ -49,9 +54,19 @@ public final class Model: Sendable {
     public let architecture: String?
     let backend: Backend
     let options: ModelLoadOptions
+    /// How the loader chose what runs: candidates, verdicts, specialization.
+    public let explanation: LoadExplanation
+    /// For a model specialized through a ``SpecializationCache``: data that reopens it with
+    /// ``Model/load(resolvingBookmark:options:)`` even after its package is deleted.
+    public let bookmarkData: Data?
 
-    init(backend: Backend, url: URL, options: ModelLoadOptions) {
+    init(backend: Backend, url: URL, options: ModelLoadOptions, explanation: LoadExplanation? = nil, bookmark: Data? = nil) {
         self.backend = backend
+        bookmarkData = bookmark
+        var e = explanation ?? LoadExplanation(host: Architecture.host?.name)
+        if explanation == nil, case .compiled = backend { e.chosen = url.path }
+        if explanation == nil, case .portable = backend { e.package = url.path; e.specialization = "run by the reference interpreter" }
+        self.explanation = e
         switch backend {
         case .portable(let p):
             metadata = p.metadata
@@ -82,10 +97,56 @@ public final class Model: Sendable {
         if !isDirectory.boolValue, path.hasSuffix(".\(CompiledFormat.fileExtension)") {
             return Model(backend: .compiled(try loadArtifact(path, options)), url: url, options: options)
         }
-        guard isDirectory.boolValue, FileManager.default.fileExists(atPath: "\(path)/\(PackageFormat.manifestFileName)") else {
-            throw RuntimeError(path: path, reason: "not a Kiln package or compiled artifact (expected Name.kiln or Name.<arch>.compiled)")
+        if isDirectory.boolValue, !FileManager.default.fileExists(atPath: "\(path)/\(PackageFormat.manifestFileName)") {
+            return try await loadDirectory(path, options)
+        }
+        guard isDirectory.boolValue else {
+            throw RuntimeError(path: path, reason: "not a Kiln package, compiled artifact or directory of artifacts")
         }
         return Model(backend: .portable(try PackageReader.read(at: path, verifyChecksums: options.verifyChecksums)), url: url, options: options)
+    }
+
+    /// A directory of `Name.<arch>.compiled` files (and maybe `Name.kiln`): the best artifact the
+    /// host runs, else the package specialized through the cache.
+    static func loadDirectory(_ path: String, _ options: ModelLoadOptions) async throws -> Model {
+        let cache = options.cache ?? SpecializationCache()
+        var (explanation, artifact) = ArtifactSelection.select(in: path, runtimeVersion: cache.runtimeVersion)
+        if let artifact, let chosen = explanation.chosen {
+            return Model(backend: .compiled(artifact), url: URL(fileURLWithPath: chosen), options: options, explanation: explanation)
+        }
+        let packages = ((try? FileManagerShim.contents(of: path)) ?? []).filter { $0.hasSuffix(".\(PackageFormat.packageExtension)") }.sorted()
+        guard let package = packages.first.map({ "\(path)/\($0)" }) else {
+            let reasons = explanation.candidates.map { "\($0.path): \($0.refusal ?? "usable")" }
+            throw RuntimeError(path: path, reason: reasons.isEmpty
+                ? "holds no compiled artifact and no package"
+                : "no artifact runs on this host (\(explanation.host ?? "unsupported CPU")) and there is no package to specialize: " + reasons.joined(separator: "; "))
+        }
+        var specialization = SpecializationOptions()
+        specialization.threads = options.threads
+        specialization.policy = options.policy
+        let model = try await cache.specialize(contentsOf: URL(fileURLWithPath: package), options: specialization)
+        explanation.package = package
+        explanation.chosen = nil
+        explanation.specialization = model.explanation.specialization
+        explanation.warnings += model.explanation.warnings
+        return Model(backend: model.backend, url: model.url, options: options, explanation: explanation, bookmark: model.bookmarkData)
+    }
+
+    /// Which artifact of a directory this host would load, and why, without loading it.
+    /// - Parameter directory: A directory of `Name.<arch>.compiled` files.
+    /// - Returns: Every candidate's verdict and the chosen one.
+    public static func explainSelection(inDirectory directory: String) -> LoadExplanation {
+        ArtifactSelection.select(in: directory, runtimeVersion: CompiledFormat.runtimeVersion).0
+    }
+
+    /// Reopens a model specialized through a cache from its ``bookmarkData``.
+    /// - Parameters:
+    ///   - data: The bookmark.
+    ///   - options: Load options (their `cache` resolves the bookmark; default cache otherwise).
+    /// - Returns: The model.
+    /// - Throws: ``SpecializationCacheError`` (`.notFound` after eviction or a runtime upgrade).
+    public static func load(resolvingBookmark data: Data, options: ModelLoadOptions = .default) async throws -> Model {
+        try (options.cache ?? SpecializationCache()).model(resolvingBookmark: data, options: options)
     }
 
     static func loadArtifact(_ path: String, _ options: ModelLoadOptions) throws -> CompiledArtifact {

@@ -7,13 +7,14 @@ enum RunCommand {
         name: "run",
         abstract: "Run a function of a model on .npy inputs and write its outputs as .npy files.",
         usage: "kiln run PATH [--function NAME] --input NAME=FILE.npy… (--output-dir DIR | --print)",
-        arguments: [("PATH", "A Kiln package (Name.kiln).")],
+        arguments: [("PATH", "A package (Name.kiln), an artifact (Name.<arch>.compiled) or a directory of artifacts.")],
         options: [
             OptionSpec(names: ["--function"], valueName: "NAME", help: "The function to run (default: the only one, or 'main')."),
             OptionSpec(names: ["--input"], valueName: "NAME=FILE", help: "An input array from a .npy file; repeat per input."),
             OptionSpec(names: ["--output-dir"], valueName: "DIR", help: "Write one .npy per output and outputs.json here."),
             OptionSpec(names: ["--print"], valueName: nil, help: "Print each output's shape, dtype, min/max/mean and first values."),
-            OptionSpec(names: ["--reference"], valueName: nil, help: "Run with the reference interpreter (the default today)."),
+            OptionSpec(names: ["--reference"], valueName: nil, help: "Run with the reference interpreter (the default for a package)."),
+            OptionSpec(names: ["--explain"], valueName: nil, help: "Print which artifact was chosen and why (stderr)."),
         ],
         discussion: """
             Output files are named after the outputs, with characters outside [A-Za-z0-9._-]
@@ -40,6 +41,7 @@ enum RunCommand {
             }
         }
         let model = try await Model.load(contentsOf: URL(fileURLWithPath: path))
+        if args.has("--explain") { Console.err(model.explanation.description) }
         let names = model.functionNames
         let functionName: String
         if let f = args.value("--function") {

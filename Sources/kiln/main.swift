@@ -16,6 +16,8 @@ enum Kiln {
         (OptimizeCommand.spec, OptimizeCommand.run),
         (CompileCommand.spec, CompileCommand.run),
         (BenchCommand.spec, BenchCommand.run),
+        (SelectCommand.spec, SelectCommand.run),
+        (CacheCommand.spec, CacheCommand.run),
         (RunCommand.spec, RunCommand.run),
     ]
 
