@@ -39,8 +39,14 @@ test: deps
 	$(MAKE) --no-print-directory check-generated
 
 # The main job on the bundled examples.
+# The product's main job on the bundled example: package → compressed package → one artifact
+# per arch → the host's choice → a prediction.
 run: build
-	@for m in examples/*.kiln; do $(KILN) inspect $$m; echo; done
+	$(KILN) inspect examples/TinyClassifier.kiln
+	$(KILN) optimize examples/TinyClassifier.kiln --config examples/compression.json -o build/TinyClassifier.kiln
+	$(KILN) compile build/TinyClassifier.kiln --arch all -o build/compiled
+	$(KILN) select build/compiled
+	$(KILN) run build/compiled --input features=examples/TinyClassifier.features.npy --print --explain
 
 # Regenerates the committed example packages, byte for byte.
 examples: build

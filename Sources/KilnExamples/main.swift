@@ -19,7 +19,11 @@ do {
     if args[1] == "examples" {
         try PackageWriter.write(try Examples.tinyClassifier(), to: "\(dir)/TinyClassifier.kiln")
         try PackageWriter.write(try Examples.tinyEncoder(), to: "\(dir)/TinyEncoder.kiln")
-        print("wrote \(dir)/TinyClassifier.kiln, \(dir)/TinyEncoder.kiln")
+        // An input for `make run`: one feature vector, seeded.
+        var rng = SeededRandom(seed: 2024)
+        try NDArray(shape: [1, 64], scalars: (0 ..< 64).map { _ in rng.uniform(1) })
+            .writeNPY(to: "\(dir)/TinyClassifier.features.npy")
+        print("wrote \(dir)/TinyClassifier.kiln, \(dir)/TinyEncoder.kiln, \(dir)/TinyClassifier.features.npy")
     } else {
         let names = try MalformedCorpus.write(to: dir, base: try Examples.tinyClassifier())
         print("wrote \(names.count) malformed packages to \(dir)")

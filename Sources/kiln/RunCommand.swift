@@ -133,7 +133,8 @@ enum RunCommand {
         var s = "\(name)  \(x.scalarType.rawValue)\(x.shape)\n"
         if !values.isEmpty {
             let mean = values.reduce(0, +) / Double(values.count)
-            s += "  min \(format(values.min()!))  max \(format(values.max()!))  mean \(format(mean))\n"
+            let argmax = values.indices.max { values[$0] < values[$1] }!
+            s += "  min \(format(values.min()!))  max \(format(values.max()!)) at \(argmax)  mean \(format(mean))\n"
             s += "  first [" + values.prefix(8).map(format).joined(separator: ", ") + (values.count > 8 ? ", …" : "") + "]\n"
         }
         return s

@@ -73,7 +73,8 @@ final class SpecializationProcessTests: XCTestCase {
             }
             let after = try spawn(["run", dir, "--print"] + inputs, cache: cache, stderr: "\(dir)/../after.err")
             after.waitUntilExit()
-            XCTAssertEqual(after.terminationStatus, 0, String(decoding: try fileBytes("\(dir)/../after.err"), as: UTF8.self))
+            let log = String(decoding: try fileBytes("\(dir)/../after.err"), as: UTF8.self)
+            XCTAssertEqual(after.terminationStatus, 0, log)
         }
         #endif
     }

@@ -81,3 +81,19 @@ final class PackageRoundTripTests: XCTestCase {
         XCTAssertEqual(encoder.function(named: "encode")?.outputs[0].type.description, "float32[batch, seq, 64]")
     }
 }
+
+final class SHA256Tests: XCTestCase {
+    func testKnownVectors() {
+        func hex(_ s: String) -> String { Array(s.utf8).withUnsafeBytes { SHA256.hex(SHA256.hash($0)) } }
+        XCTAssertEqual(hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        XCTAssertEqual(hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        XCTAssertEqual(hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+                       "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        // Streaming in odd pieces gives the same digest as one call.
+        let data = (0 ..< 1000).map { UInt8($0 % 251) }
+        var h = SHA256()
+        var at = 0
+        for step in [1, 63, 64, 65, 200, 607] { data[at ..< at + step].withUnsafeBytes { h.update($0) }; at += step }
+        XCTAssertEqual(h.finalize(), data.withUnsafeBytes { SHA256.hash($0) })
+    }
+}

@@ -78,6 +78,26 @@ def main():
             artifact = os.path.join(tmp, name, assets["artifacts"][0]["file"])
             k = kiln_bench(args.kiln, artifact, ["--function", function] + extra, args.repeat, args.threads)
             rows.append((f"{name}.{function}", assets["artifacts"][0]["arch"], k["latencySeconds"]["median"], None, k["loadSeconds"], None))
+        # Loading a directory that holds only the MiniLM package: cold = specialize into an empty
+        # cache, warm = cache hit (each a fresh `kiln bench` process; medians of 3).
+        name = "minilm_l3_paraphrase"
+        golden = os.path.join(SHARED, "golden", name)
+        manifest = json.load(open(os.path.join(golden, "manifest.json")))
+        extra = []
+        for i in manifest["inputs"]:
+            extra += ["--input", f"{i['name']}={os.path.join(golden, i['file'])}"]
+        os.makedirs(f"{tmp}/package-only")
+        subprocess.run(["cp", "-r", f"{tmp}/{name}.kiln", f"{tmp}/package-only/MiniLM.kiln"], check=True)
+        env = dict(os.environ, XDG_CACHE_HOME=f"{tmp}/xdg")
+        cold, warm = [], []
+        for _ in range(3):
+            subprocess.run(["rm", "-rf", f"{tmp}/xdg"], check=True)
+            for bucket in (cold, warm, warm):
+                out = subprocess.run([args.kiln, "bench", f"{tmp}/package-only", "--json", "--repeat", "1", "--warmup", "0"] + extra,
+                                     capture_output=True, text=True, check=True, env=env)
+                bucket.append(json.loads(out.stdout)["loadSeconds"])
+    print(f"MiniLM package load: cold (specialize) {np.median(cold) * 1e3:.0f} ms, warm (cache hit) {np.median(warm) * 1e3:.1f} ms, "
+          f"{np.median(cold) / np.median(warm):.0f}x")
     print(f"{'model':<26} {'arch':<10} {'kiln ms':>9} {'ort ms':>9} {'kiln/ort':>9} {'kiln load ms':>13} {'ort load ms':>12}")
     for name, arch, km, om, kl, ol in rows:
         ratio = f"{km / om:8.2f}x" if om else "       —"

@@ -167,6 +167,21 @@ extension PackageReader {
 }
 
 extension PackageReader {
+    /// SHA-256 of a package's manifest and its weights file's size: a content digest at the
+    /// granularity of the manifest, which records every blob's offset, length and CRC-32.
+    /// O(manifest), so a specialization cache can key on content without hashing the weights.
+    /// - Parameter path: The package directory.
+    /// - Returns: 32 bytes.
+    /// - Throws: ``PackageError`` when a file cannot be read.
+    public static func manifestDigest(ofPackageAt path: String) throws -> [UInt8] {
+        var h = SHA256()
+        let manifest = try MappedFile(path: "\(path)/\(PackageFormat.manifestFileName)")
+        h.update(manifest.bytes)
+        let weights = try MappedFile(path: "\(path)/\(PackageFormat.weightsFileName)")
+        withUnsafeBytes(of: UInt64(weights.count).littleEndian) { h.update($0) }
+        return h.finalize()
+    }
+
     /// SHA-256 over a package's manifest then weights file (the source digest of artifacts
     /// compiled from it): content only, never path or modification time.
     /// - Parameter path: The package directory.

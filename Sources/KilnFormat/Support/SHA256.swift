@@ -72,13 +72,19 @@ public struct SHA256: Sendable {
     }
 
     private mutating func compress(_ p: UnsafeRawPointer) {
-        var w = [UInt32](repeating: 0, count: 64)
-        for i in 0 ..< 16 {
-            w[i] = UInt32(p.load(fromByteOffset: i * 4 + 0, as: UInt8.self)) << 24
-                | UInt32(p.load(fromByteOffset: i * 4 + 1, as: UInt8.self)) << 16
-                | UInt32(p.load(fromByteOffset: i * 4 + 2, as: UInt8.self)) << 8
-                | UInt32(p.load(fromByteOffset: i * 4 + 3, as: UInt8.self))
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
+            SHA256.k.withUnsafeBufferPointer { k in
+                state.withUnsafeMutableBufferPointer { state in
+                    SHA256.compress(p, w, k, state)
+                }
+            }
         }
+    }
+
+    @inline(__always)
+    private static func compress(_ p: UnsafeRawPointer, _ w: UnsafeMutableBufferPointer<UInt32>,
+                                 _ k: UnsafeBufferPointer<UInt32>, _ state: UnsafeMutableBufferPointer<UInt32>) {
+        for i in 0 ..< 16 { w[i] = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: i * 4, as: UInt32.self)) }
         @inline(__always) func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
         for i in 16 ..< 64 {
             let s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3)
@@ -89,7 +95,7 @@ public struct SHA256: Sendable {
         for i in 0 ..< 64 {
             let s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
             let ch = (e & f) ^ (~e & g)
-            let t1 = h &+ s1 &+ ch &+ SHA256.k[i] &+ w[i]
+            let t1 = h &+ s1 &+ ch &+ k[i] &+ w[i]
             let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
             let maj = (a & b) ^ (a & c) ^ (b & c)
             let t2 = s0 &+ maj

@@ -92,7 +92,7 @@ public final class SpecializationCache: Sendable {
     /// The cache key of a package for this host and runtime.
     func key(forPackageAt path: String) throws -> (key: String, arch: Architecture, digest: [UInt8]) {
         guard let arch = Architecture.host else { throw RuntimeError(path: path, reason: "this CPU has no Kiln architecture to specialize for") }
-        let digest = try PackageReader.digest(ofPackageAt: path)
+        let digest = try PackageReader.manifestDigest(ofPackageAt: path)
         var h = SHA256()
         let text = "kiln-specialization;runtime=\(runtimeVersion);arch=\(arch.name);options=\(SHA256.hex(Compiler.Options(arch: arch).digest));package=\(SHA256.hex(digest))"
         Array(text.utf8).withUnsafeBytes { h.update($0) }
@@ -141,7 +141,7 @@ public final class SpecializationCache: Sendable {
     /// - Throws: ``PackageError`` for a malformed package, ``CompileError`` when it cannot be compiled.
     public func specialize(contentsOf url: URL, options: SpecializationOptions = .default) async throws -> Model {
         let path = url.path
-        let (key, arch, digest) = try key(forPackageAt: path)
+        let (key, arch, _) = try key(forPackageAt: path)
         if let (model, _) = try cached(key, package: path, options: options) { return model }
         var warnings: [String] = []
         var lockFD: Int32 = -1
@@ -161,6 +161,7 @@ public final class SpecializationCache: Sendable {
             warnings.append("cannot lock in \(directory); specializing in memory")
         }
         let portable = try PackageReader.read(at: path)
+        let digest = try PackageReader.digest(ofPackageAt: path)
         let (header, plan) = try Compiler.compile(portable, options: Compiler.Options(arch: arch), sourceDigest: digest)
         let bytes = CompiledArtifact.serialize(header: header, plan: plan).flatMap { $0 }
         var load = ModelLoadOptions()
