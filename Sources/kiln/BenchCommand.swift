@@ -66,6 +66,7 @@ enum BenchCommand {
         if args.has("--cold") { coldLoad = try await measureColdLoad(path, options) }
         let loadStart = DispatchTime.now()
         let model = try await Model.load(contentsOf: url, options: options)
+        let loadedModelSeconds = elapsed(since: loadStart)
         let names = model.functionNames
         let functionName = args.value("--function") ?? (names.count == 1 ? names[0] : "main")
         guard let function = try await model.loadFunction(named: functionName) else {
@@ -116,12 +117,16 @@ enum BenchCommand {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
         let source = model.architecture.map { "compiled artifact for \($0)" } ?? "portable package, reference interpreter"
+        let why = model.explanation.specialization ?? model.explanation.chosen.map { "loaded \($0)" } ?? ""
         let stats: [(String, Double)] = [("min", sorted[0]), ("median", pct(0.5)), ("p90", pct(0.9)), ("p99", pct(0.99)), ("max", sorted.last!)]
         if args.has("--json") {
             var fields: [(String, JSON)] = [
                 ("path", .string(path)), ("function", .string(functionName)), ("ran", .string(source)),
-                ("architecture", model.architecture.map { .string($0) } ?? .null), ("threads", .int(options.threads)),
-                ("loadSeconds", .number(loadSeconds)), ("firstRunSeconds", .number(firstSeconds)), ("runs", .int(samples.count)),
+                ("architecture", model.architecture.map { .string($0) } ?? .null),
+                ("artifact", model.explanation.chosen.map { .string($0) } ?? .null),
+                ("specialization", model.explanation.specialization.map { .string($0) } ?? .null),
+                ("threads", .int(options.threads)),
+                ("loadSeconds", .number(loadSeconds)), ("modelLoadSeconds", .number(loadedModelSeconds)), ("firstRunSeconds", .number(firstSeconds)), ("runs", .int(samples.count)),
             ]
             if let coldLoad { fields.append(("coldLoadSeconds", .number(coldLoad))) }
             fields.append(("latencySeconds", .object(stats.map { ($0.0, .number($0.1)) })))
@@ -130,7 +135,9 @@ enum BenchCommand {
             Console.out(JSON.object(fields).rendered() + "\n")
             return
         }
-        var rows: [(String, String)] = [("model", path), ("function", functionName), ("ran", source), ("threads", String(options.threads))]
+        var rows: [(String, String)] = [("model", path), ("function", functionName), ("ran", source)]
+        if !why.isEmpty { rows.append(("because", why)) }
+        rows.append(("threads", String(options.threads)))
         if let coldLoad { rows.append(("load (cold)", ms(coldLoad))) }
         rows.append(("load", ms(loadSeconds)))
         rows.append(("first run", ms(firstSeconds)))
@@ -145,10 +152,25 @@ enum BenchCommand {
 
     static func elapsed(since t: DispatchTime) -> Double { Double(DispatchTime.now().uptimeNanoseconds - t.uptimeNanoseconds) / 1e9 }
 
-    /// Load time after the file's pages are dropped from the page cache.
+    /// Load time after the files' pages are dropped from the page cache; for a directory, also
+    /// into an empty specialization cache (so a package beside the artifacts is specialized).
     static func measureColdLoad(_ path: String, _ options: ModelLoadOptions) async throws -> Double {
+        var options = options
         var files = [path]
         if path.hasSuffix(".kiln") { files = [PackageFormat.manifestFileName, PackageFormat.weightsFileName].map { "\(path)/\($0)" } }
+        var isDirectory: ObjCBool = false
+        var emptyCache: String?
+        if !path.hasSuffix(".kiln"), FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+            files = entries.filter { $0.hasSuffix(".compiled") }.map { "\(path)/\($0)" }
+            for p in entries where p.hasSuffix(".kiln") {
+                files += [PackageFormat.manifestFileName, PackageFormat.weightsFileName].map { "\(path)/\(p)/\($0)" }
+            }
+            let dir = NSTemporaryDirectory() + "kiln-bench-cold-\(ProcessInfo.processInfo.processIdentifier)"
+            emptyCache = dir
+            options.cache = SpecializationCache(directory: dir)
+        }
+        defer { if let emptyCache { try? FileManager.default.removeItem(atPath: emptyCache) } }
         for f in files {
             let fd = open(f, O_RDONLY)
             if fd >= 0 { _ = fdatasync(fd); _ = posix_fadvise(fd, 0, 0, Int32(POSIX_FADV_DONTNEED)); close(fd) }

@@ -103,3 +103,32 @@ final class CompileCommandTests: XCTestCase {
         XCTAssertTrue(badInput.stderr.contains("no input 'nope'"), badInput.stderr)
     }
 }
+
+final class BenchSharedModelTests: XCTestCase {
+    /// `kiln bench` on each shared model's package and compiled artifact: the table prints and
+    /// the JSON parses, with the golden inputs.
+    func testPackagesAndArtifacts() throws {
+        let dir = try temporaryDirectory(self)
+        let shared = "\(repositoryRoot)/../shared/models"
+        for name in ["mobilenetv3_orientation", "magika_v3_3", "minilm_l3_paraphrase"] {
+            let golden = "\(shared)/golden/\(name)"
+            let manifest = try JSONSerialization.jsonObject(with: fileBytes("\(golden)/manifest.json")) as! [String: Any]
+            let inputs = (manifest["inputs"] as! [[String: Any]]).flatMap { ["--input", "\($0["name"]!)=\(golden)/\($0["file"]!)"] }
+            XCTAssertEqual(try kiln(["convert", "\(shared)/\(name).onnx", "-o", "\(dir)/\(name).kiln"]).status, 0)
+            XCTAssertEqual(try kiln(["compile", "\(dir)/\(name).kiln", "--arch", "host", "-o", "\(dir)/\(name)"]).status, 0)
+            let artifact = try FileManager.default.contentsOfDirectory(atPath: "\(dir)/\(name)").first { $0.hasSuffix(".compiled") }!
+            for path in ["\(dir)/\(name).kiln", "\(dir)/\(name)/\(artifact)"] {
+                let table = try kiln(["bench", path, "--repeat", "2", "--warmup", "0"] + inputs)
+                XCTAssertEqual(table.status, 0, table.stderr)
+                for field in ["load", "first run", "median", "p99", "throughput", "peak memory"] {
+                    XCTAssertTrue(table.stdout.contains("  \(field) "), "\(name): \(field) missing in\n\(table.stdout)")
+                }
+                let json = try kiln(["bench", path, "--repeat", "2", "--warmup", "0", "--json"] + inputs)
+                XCTAssertEqual(json.status, 0, json.stderr)
+                let report = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as! [String: Any]
+                XCTAssertEqual(report["runs"] as? Int, 2)
+                XCTAssertEqual(report["architecture"] is NSNull, path.hasSuffix(".kiln"), "\(path)")
+            }
+        }
+    }
+}
