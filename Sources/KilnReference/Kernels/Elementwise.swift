@@ -39,10 +39,15 @@ enum Elementwise {
                 let v = pa[0]
                 for i in 0 ..< o.count { o[i] = try f(v, pb[i]) }
             } else {
+                // Outer indices by odometer; the last axis in a plain loop.
+                let sa = broadcastStrides(a.shape, to: shape), sb = broadcastStrides(b.shape, to: shape)
+                let n = shape[shape.count - 1], (ia, ib) = (sa[sa.count - 1], sb[sb.count - 1])
                 var failure: Error?
-                forEachIndex(shape, [broadcastStrides(a.shape, to: shape), broadcastStrides(b.shape, to: shape)]) { i, off in
+                forEachIndex(Array(shape.dropLast()), [Array(sa.dropLast()), Array(sb.dropLast())]) { i, off in
                     guard failure == nil else { return }
-                    do { o[i] = try f(pa[off[0]], pb[off[1]]) } catch { failure = error }
+                    do {
+                        for j in 0 ..< n { o[i * n + j] = try f(pa[off[0] + j * ia], pb[off[1] + j * ib]) }
+                    } catch { failure = error }
                 }
                 if let failure { throw failure }
             }
@@ -140,6 +145,15 @@ enum Elementwise {
     /// ONNX `Cast`: float → int truncates toward zero, nonzero → true, bool → 0/1.
     static func cast(_ x: NDArray, to: DataType) throws -> NDArray {
         if x.scalarType == to { return x }
+        if to == .float32 {
+            // Exact in float32 rounding: straight conversions.
+            switch x.scalarType {
+            case .bool: return NDArray.make(x.shape, Float.self) { out in for (i, v) in x.contiguousElements(as: Bool.self)!.enumerated() { out[i] = v ? 1 : 0 } }
+            case .int32: return NDArray.make(x.shape, Float.self) { out in for (i, v) in x.contiguousElements(as: Int32.self)!.enumerated() { out[i] = Float(v) } }
+            case .int64: return NDArray.make(x.shape, Float.self) { out in for (i, v) in x.contiguousElements(as: Int64.self)!.enumerated() { out[i] = Float(v) } }
+            default: break
+            }
+        }
         // Floats (float16/bfloat16/float64 are held as float32 inside the interpreter).
         let values: [Double]
         switch x.scalarType {

@@ -75,6 +75,24 @@ enum Movement {
         }
         let strides = stridesOf(x.shape)
         let base = zip(begin, strides).reduce(0) { $0 + $1.0 * $1.1 }
+        // Trailing axes taken whole, plus one more with unit step, are contiguous in x: copy
+        // them as one run per index of the axes before.
+        var d = x.rank - 1, run = 1
+        while d >= 0, step[d] == 1, begin[d] == 0, shape[d] == x.shape[d] { run *= shape[d]; d -= 1 }
+        if d >= 0, step[d] == 1 { run *= shape[d]; d -= 1 }
+        if d < x.rank - 1, run > 0 {
+            let src = x.contiguous()
+            defer { withExtendedLifetime(src) {} }
+            let size = x.elementSize, from = src.contiguousElements!.baseAddress!
+            var out = NDArray(shape: shape, scalarType: x.scalarType)
+            let outer = Array(shape[...d]), outerStrides = Array(zip(step, strides).map { $0 * $1 }[...d])
+            out.withUnsafeMutableBytes { dst in
+                forEachIndex(outer, [outerStrides]) { flat, off in
+                    (dst.baseAddress! + flat * run * size).copyMemory(from: from + (base + off[0]) * size, byteCount: run * size)
+                }
+            }
+            return out
+        }
         var indices: [Int] = []
         indices.reserveCapacity(shape.reduce(1, *))
         forEachIndex(shape, [zip(step, strides).map { $0 * $1 }]) { _, off in indices.append(base + off[0]) }
