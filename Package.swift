@@ -42,7 +42,7 @@ let package = Package(
         ),
         .target(
             name: "KilnCompression",
-            dependencies: ["KilnFormat"]
+            dependencies: ["KilnFormat", "CKilnKernels"]
         ),
         .target(
             name: "KilnONNX",

@@ -1,3 +1,4 @@
+import CKilnKernels
 import Dispatch
 
 /// Exact optimal 1-D k-means: the clustering of sorted values into `k` contiguous groups
@@ -35,10 +36,7 @@ enum KMeans1D {
                 var bestCost = Double.infinity, bestJ = optLo
                 let last = min(mid - 1, optHi)
                 if optLo <= last {
-                    for j in optLo ... last {
-                        let c = previous[j] + sums.cost(j, mid)
-                        if c < bestCost { bestCost = c; bestJ = j }
-                    }
+                    bestJ = KMeans1D.argmin(previous.baseAddress!, sums, optLo, last, mid, &bestCost)
                 }
                 current[mid] = bestCost
                 best[mid] = Int32(bestJ)
@@ -48,6 +46,19 @@ enum KMeans1D {
             }
             return []
         }
+    }
+
+    /// The j in lo...hi minimizing previous[j] + cost(j, i) (lowest j on ties), by the C scan
+    /// (AVX2 when the CPU has it; identical results either way).
+    static let vectorScan = kiln_cpu_features() & UInt32(KILN_CPU_X86_V3) != 0
+
+    @inline(__always)
+    static func argmin(_ previous: UnsafePointer<Double>, _ sums: Sums, _ lo: Int, _ hi: Int, _ i: Int, _ cost: inout Double) -> Int {
+        let (w, s, q) = (sums.w.baseAddress!, sums.s.baseAddress!, sums.q.baseAddress!)
+        #if arch(x86_64)
+        if vectorScan { return kiln_kmeans_argmin__avx2(previous, w, s, q, lo, hi, i, &cost) }
+        #endif
+        return kiln_kmeans_argmin__scalar(previous, w, s, q, lo, hi, i, &cost)
     }
 
     /// Cluster centers (sorted ascending; fewer than `k` when there are fewer distinct values).
@@ -143,9 +154,8 @@ enum KMeans1D {
                 let mid = (rlo + rhi) / 2
                 var best = Double.infinity, bestJ = olo
                 if olo <= min(mid - 1, ohi) {
-                    for j in olo ... min(mid - 1, ohi) {
-                        let v = previous[j - lo] + sums.cost(j, mid)
-                        if v < best { best = v; bestJ = j }
+                    bestJ = previous.withUnsafeBufferPointer { p in
+                        KMeans1D.argmin(p.baseAddress! - lo, sums, olo, min(mid - 1, ohi), mid, &best)
                     }
                 }
                 current[mid - lo] = best

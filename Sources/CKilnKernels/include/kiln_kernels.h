@@ -180,6 +180,17 @@ void kiln_f32_im2col__scalar(size_t channels, size_t h, size_t w, const float *x
 /// y[c, r] = x[r, c] for a rows x cols block.
 void kiln_f32_transpose__scalar(size_t rows, size_t cols, const float *x, float *y);
 
+// MARK: Exact 1-D k-means
+
+/// The j in [lo, hi] minimizing prev[j] + max(0, (q[i]-q[j]) - (s[i]-s[j])^2 / (w[i]-w[j]));
+/// ties keep the lowest j. Its cost goes to *best_cost. Variants give identical results.
+size_t kiln_kmeans_argmin__scalar(const double *prev, const double *w, const double *s, const double *q, size_t lo,
+                                  size_t hi, size_t i, double *best_cost);
+#if defined(__x86_64__)
+size_t kiln_kmeans_argmin__avx2(const double *prev, const double *w, const double *s, const double *q, size_t lo,
+                                size_t hi, size_t i, double *best_cost);
+#endif
+
 #ifdef __cplusplus
 }
 #endif
