@@ -6,7 +6,7 @@ import KilnFormat
 enum OptimizeCommand {
     static let spec = CommandSpec(
         name: "optimize",
-        abstract: "Compress weights per layer (linear quantization) as a config says.",
+        abstract: "Compress weights per layer (quantization, palettization) as a config says.",
         usage: "kiln optimize IN.kiln --config CFG.json -o OUT.kiln [--report REPORT.json] [--json]",
         arguments: [("IN.kiln", "The package to compress.")],
         options: [
