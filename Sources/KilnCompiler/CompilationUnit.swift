@@ -3,7 +3,9 @@ import KilnFormat
 /// The model being compiled for one architecture, as the passes see it.
 public struct CompilationUnit: Sendable {
     /// The functions and weights; passes rewrite both.
-    public var model: PortableModel
+    public var model: PortableModel {
+        didSet { weightIndex = CompilationUnit.index(model.weights) }
+    }
     /// The target.
     public let arch: Architecture
     /// Kernel name of every operation, per function (set by ``Lowering``).
@@ -16,21 +18,24 @@ public struct CompilationUnit: Sendable {
     public init(model: PortableModel, arch: Architecture) {
         self.model = model
         self.arch = arch
+        weightIndex = CompilationUnit.index(model.weights)
     }
 
     /// The weight of this name, if any.
     func weight(_ name: String) -> Weight? { weightIndex[name].map { model.weights[$0] } }
 
-    var weightIndex: [String: Int] {
-        Dictionary(model.weights.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
+    /// Index of each weight by name, kept current as passes change the model.
+    private(set) var weightIndex: [String: Int]
+
+    static func index(_ weights: [Weight]) -> [String: Int] {
+        Dictionary(weights.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
     }
 
     /// A weight name not yet used, derived from `base`.
     func freshWeightName(_ base: String) -> String {
-        let taken = Set(model.weights.map(\.name))
-        if !taken.contains(base) { return base }
+        if weightIndex[base] == nil { return base }
         var i = 2
-        while taken.contains("\(base)\(i)") { i += 1 }
+        while weightIndex["\(base)\(i)"] != nil { i += 1 }
         return "\(base)\(i)"
     }
 }

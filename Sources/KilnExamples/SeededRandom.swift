@@ -1,17 +1,12 @@
-/// SplitMix64: a small, fully specified generator, so example weights are the
-/// same bytes on every machine.
+import KilnFormat
+
+/// Example weights from ``SplitMix64``, so they are the same bytes on every machine.
 struct SeededRandom {
-    private var state: UInt64
+    private var bits: SplitMix64
 
-    init(seed: UInt64) { state = seed }
+    init(seed: UInt64) { bits = SplitMix64(seed: seed) }
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    mutating func next() -> UInt64 { bits.next() }
 
     /// Uniform in [-limit, limit), from the top 24 bits (exact in Float).
     mutating func uniform(_ limit: Float) -> Float {

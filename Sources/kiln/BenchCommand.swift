@@ -79,7 +79,7 @@ enum BenchCommand {
         }
         let vocabulary = Int(model.metadata.user["vocabulary"] ?? "") ?? 2
         var inputs: [String: NDArray] = [:]
-        var rng = SplitMix(seed: 0)
+        var rng = SplitMix64(seed: 0)
         for d in descriptor.inputs {
             if let file = files[d.name] {
                 inputs[d.name] = try NDArray(npyFile: file)
@@ -181,7 +181,7 @@ enum BenchCommand {
         return elapsed(since: t)
     }
 
-    static func generated(_ shape: [Int], _ type: DataType, vocabulary: Int, _ rng: inout SplitMix) throws -> NDArray {
+    static func generated(_ shape: [Int], _ type: DataType, vocabulary: Int, _ rng: inout SplitMix64) throws -> NDArray {
         let n = shape.reduce(1, *)
         switch type {
         case .float32, .float16, .bfloat16, .float64:
@@ -193,19 +193,4 @@ enum BenchCommand {
             throw Failure(message: "cannot generate \(type.rawValue) inputs; give them with --input")
         }
     }
-}
-
-/// A small seeded generator for benchmark inputs.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
 }

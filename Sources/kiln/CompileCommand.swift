@@ -44,22 +44,22 @@ enum CompileCommand {
         }
         let name = packageName(path)
         let tty = isatty(2) != 0
-        let results = Locked([String: Result<(String, [UInt8]), Error>]())
+        let results = Locked([String: Result<(String, ArtifactHeader, [[UInt8]]), Error>]())
         let frozen = model, sourceDigest = digest, minimumRuntime = minimum
         DispatchQueue.concurrentPerform(iterations: archs.count) { i in
             let arch = archs[i]
             if tty { Console.err("compiling \(name) for \(arch.name)…\n") }
             var options = Compiler.Options(arch: arch)
             options.minimumRuntime = minimumRuntime
-            let result = Result { () throws -> (String, [UInt8]) in
+            let result = Result { () throws -> (String, ArtifactHeader, [[UInt8]]) in
                 let (header, plan) = try Compiler.compile(frozen, options: options, sourceDigest: sourceDigest)
                 let file = "\(name).\(arch.name).\(CompiledFormat.fileExtension)"
-                return (file, CompiledArtifact.serialize(header: header, plan: plan).flatMap { $0 })
+                return (file, header, CompiledArtifact.serialize(header: header, plan: plan))
             }
             results.update { $0[arch.name] = result }
         }
         var assets: [JSON] = []
-        var written: [(String, [UInt8])] = []
+        var written: [(String, ArtifactHeader, [[UInt8]])] = []
         for arch in archs {
             switch results.value[arch.name]! {
             case .failure(let e as CompileError): throw Failure(message: "\(path): cannot compile for \(arch.name): \(e.reason)")
@@ -72,23 +72,24 @@ enum CompileCommand {
         } catch {
             throw Failure(message: "\(output): cannot create the directory")
         }
-        for (file, bytes) in written {
-            try writeAtomically("\(output)/\(file)", bytes)
-            let header = try bytes.withUnsafeBytes { try CompiledArtifact.readHeader($0).0 }
+        for (file, header, chunks) in written {
+            try AtomicFile.write(chunks, to: "\(output)/\(file)")
+            var digest = SHA256()
+            for c in chunks { c.withUnsafeBytes { digest.update($0) } }
             assets.append(.object([
-                ("arch", .string(header.arch)), ("file", .string(file)), ("bytes", .int(bytes.count)),
-                ("sha256", .string(bytes.withUnsafeBytes { SHA256.hex(SHA256.hash($0)) })),
+                ("arch", .string(header.arch)), ("file", .string(file)), ("bytes", .int(chunks.reduce(0) { $0 + $1.count })),
+                ("sha256", .string(SHA256.hex(digest.finalize()))),
                 ("formatVersion", .int(header.formatVersion)),
                 ("minimumRuntimeVersion", .string(header.minimumRuntime.description)),
                 ("sourceDigest", .string(SHA256.hex(header.sourceDigest))),
             ]))
         }
         let manifest = JSON.object([("model", .string(name)), ("artifacts", .array(assets))])
-        try writeAtomically("\(output)/assets.json", Array((manifest.rendered() + "\n").utf8))
+        try AtomicFile.write([Array((manifest.rendered() + "\n").utf8)], to: "\(output)/assets.json")
         if args.has("--json") {
             Console.out(manifest.rendered() + "\n")
         } else {
-            for (file, bytes) in written { Console.out("\(output)/\(file)  \(humanBytes(bytes.count))\n") }
+            for (file, _, chunks) in written { Console.out("\(output)/\(file)  \(humanBytes(chunks.reduce(0) { $0 + $1.count }))\n") }
             Console.out("\(output)/assets.json\n")
         }
     }
@@ -117,14 +118,6 @@ enum CompileCommand {
         var base = URL(fileURLWithPath: path).lastPathComponent
         if base.hasSuffix(".\(PackageFormat.packageExtension)") { base.removeLast(PackageFormat.packageExtension.count + 1) }
         return base.isEmpty ? "Model" : base
-    }
-
-    static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws {
-        let tmp = "\(path).tmp-\(ProcessInfo.processInfo.processIdentifier)"
-        guard FileManager.default.createFile(atPath: tmp, contents: Data(bytes)), rename(tmp, path) == 0 else {
-            try? FileManager.default.removeItem(atPath: tmp)
-            throw Failure(message: "\(path): cannot write")
-        }
     }
 }
 

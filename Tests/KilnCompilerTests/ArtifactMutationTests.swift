@@ -7,9 +7,7 @@ import XCTest
 /// Crafted artifacts whose checksums are valid but whose plan bytes were altered: loading,
 /// preparing and running them fails with errors, never a crash.
 final class ArtifactMutationTests: XCTestCase {
-    func crc(_ bytes: ArraySlice<UInt8>) -> UInt32 {
-        bytes.withUnsafeBytes { CRC32Check.crc($0[...]) }
-    }
+    func crc(_ bytes: ArraySlice<UInt8>) -> UInt32 { crc32(Array(bytes)) }
 
     func storeLE(_ v: UInt32, _ bytes: inout [UInt8], at offset: Int) {
         for i in 0 ..< 4 { bytes[offset + i] = UInt8(truncatingIfNeeded: v >> (8 * UInt32(i))) }
@@ -19,11 +17,8 @@ final class ArtifactMutationTests: XCTestCase {
         guard let host = Architecture.host else { throw XCTSkip("no runnable arch") }
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        var seed: UInt64 = 0x5EED
-        func next() -> Int {
-            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return Int(truncatingIfNeeded: seed >> 33)
-        }
+        var rng = SplitMix64(seed: 0x5EED)
+        func next() -> Int { Int(truncatingIfNeeded: rng.next() >> 33) }
         var loaded = 0
         for example in ["TinyClassifier", "TinyEncoder"] {
             let model = try PackageReader.read(at: "\(repositoryRoot)/examples/\(example).kiln")

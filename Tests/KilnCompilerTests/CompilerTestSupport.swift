@@ -24,7 +24,7 @@ func temporaryDirectory() throws -> String {
 func compileArtifact(_ model: PortableModel, _ arch: Architecture, to path: String,
                      digest: [UInt8] = [UInt8](repeating: 7, count: 32)) throws -> [UInt8] {
     let (header, plan) = try Compiler.compile(model, options: Compiler.Options(arch: arch), sourceDigest: digest)
-    return try CompiledArtifact.write(header: header, plan: plan, to: path)
+    return try CompiledArtifact.write(header: header, plan: plan, to: path).flatMap { $0 }
 }
 
 /// Runs `function` of the artifact at `path` and of `model` under the reference interpreter,

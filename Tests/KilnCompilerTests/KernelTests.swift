@@ -1,17 +1,17 @@
 import CKilnKernels
 import Foundation
 import KilnCompiler
+import KilnFormat
 import XCTest
 
 /// Every GEMM microkernel against the scalar reference at sizes around its tile; skipped
 /// when the CPU lacks the ISA. Elementwise kernels against plain Swift.
 final class KernelTests: XCTestCase {
     struct Rng {
-        var state: UInt64
-        mutating func next() -> Float {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return Float(Int64(bitPattern: state >> 11) % 2001 - 1000) / 1000
-        }
+        var bits: SplitMix64
+        init(state: UInt64) { bits = SplitMix64(seed: state) }
+        /// Multiples of 1/1000 in [-1, 1], so sums stay exact enough to compare.
+        mutating func next() -> Float { Float(bits.below(2001) - 1000) / 1000 }
     }
 
     func reference(_ m: Int, _ n: Int, _ k: Int, _ a: [Float], _ b: [Float]) -> [Float] {

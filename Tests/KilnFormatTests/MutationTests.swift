@@ -4,17 +4,7 @@ import XCTest
 /// Byte-level mutations of a valid package must only ever produce a model or a
 /// ``PackageError`` — never a crash or another kind of error.
 final class MutationTests: XCTestCase {
-    struct Generator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { n <= 0 ? 0 : Int(next() % UInt64(n)) }
-    }
+    typealias Generator = SplitMix64
 
     static func mutate(_ bytes: inout [UInt8], _ rng: inout Generator) {
         guard !bytes.isEmpty else { return }
@@ -41,7 +31,7 @@ final class MutationTests: XCTestCase {
         let manifest = try fileBytes("\(path)/\(PackageFormat.manifestFileName)")
         let weights = try fileBytes("\(path)/\(PackageFormat.weightsFileName)")
         let payload = Array(manifest[PackageFormat.manifestHeaderSize...])
-        var rng = Generator(state: 20_261_129)
+        var rng = Generator(seed: 20_261_129)
         var (accepted, rejected) = (0, 0)
         for i in 0 ..< 10_000 {
             var m = manifest

@@ -139,20 +139,19 @@ public struct CompiledArtifact: Sendable {
         return [h, planBytes, padding, weights, t]
     }
 
-    /// Writes an artifact atomically (temp file, then rename).
+    /// Writes an artifact atomically (temp file, fsync, rename).
     /// - Parameters:
     ///   - header: The header.
     ///   - plan: The plan.
     ///   - path: Destination file.
-    /// - Returns: The bytes written.
+    /// - Returns: The file's chunks (as ``serialize(header:plan:)`` made them).
     /// - Throws: ``PackageError`` when the file cannot be written.
     @discardableResult
-    public static func write(header: ArtifactHeader, plan: CompiledPlan, to path: String) throws -> [UInt8] {
+    public static func write(header: ArtifactHeader, plan: CompiledPlan, to path: String) throws -> [[UInt8]] {
         let chunks = serialize(header: header, plan: plan)
-        let all = chunks.flatMap { $0 }
         try FileSystem.makeDirectories(FileSystem.parentDirectory(of: path))
-        try all.withUnsafeBytes { try FileSystem.writeAtomically(path, [$0]) }
-        return all
+        try AtomicFile.write(chunks, to: path)
+        return chunks
     }
 
     static func fixed(_ s: String, _ n: Int) -> [UInt8] {

@@ -184,3 +184,20 @@ final class MappedFile: @unchecked Sendable {
         return ByteStorage(borrowing: base + range.lowerBound, count: range.count, owner: self)
     }
 }
+
+/// Files written whole or not at all.
+public enum AtomicFile {
+    /// Writes the concatenation of `chunks` to `path`: a temporary file beside it, fsync, rename,
+    /// then fsync of the directory. A crash leaves either the old file or the new one.
+    /// - Parameters:
+    ///   - chunks: The bytes, in order.
+    ///   - path: The destination.
+    /// - Throws: ``PackageError`` naming the file when it cannot be written.
+    public static func write(_ chunks: [[UInt8]], to path: String) throws {
+        func withPointers(_ i: Int, _ acc: [UnsafeRawBufferPointer], _ body: ([UnsafeRawBufferPointer]) throws -> Void) rethrows {
+            guard i < chunks.count else { return try body(acc) }
+            try chunks[i].withUnsafeBytes { try withPointers(i + 1, acc + [$0], body) }
+        }
+        try withPointers(0, []) { try FileSystem.writeAtomically(path, $0) }
+    }
+}

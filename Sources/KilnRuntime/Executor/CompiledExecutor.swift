@@ -56,12 +56,12 @@ final class CompiledExecutor: FunctionRunner, @unchecked Sendable {
         outputSlots = fp.outputSlots
         var constants: [(Int, NDArray)] = []
         var weightBySlot: [Int: Weight] = [:]
+        let packedSlots = Set(fp.steps.filter { $0.inputs.count > 1 && CompiledExecutor.isPacked($0.kernel) }.map { $0.inputs[1] })
         for (slot, wi) in fp.weights {
             let w = plan.model.weights[wi]
             weightBySlot[slot] = w
             // Weights no kernel reads packed are decoded once (dense float32 ones are views of the mapping).
-            let packedUse = fp.steps.contains { s in s.inputs.count > 1 && s.inputs[1] == slot && CompiledExecutor.isPacked(s.kernel) }
-            if !packedUse {
+            if !packedSlots.contains(slot) {
                 do {
                     constants.append((slot, try WeightDecoding.dense(w)))
                 } catch let e as OpError {

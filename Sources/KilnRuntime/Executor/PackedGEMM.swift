@@ -14,11 +14,8 @@ struct PackedGEMM: @unchecked Sendable {
     var panels: Int { (b.n + b.nr - 1) / b.nr }
 
     init(weight w: Weight, kernel: String) throws {
-        let ukName = "f32_gemm" + kernel.drop { $0 != "_" }.dropFirst().drop { $0 != "_" }
-        var mr = 0, nr = 0
-        guard let uk = ukName.withCString({ kiln_f32_gemm_ukernel_named($0, &mr, &nr) }) else {
-            throw OpError("kernel \(ukName) is not available on this host")
-        }
+        // f32_gemm_6x16__avx2 and f32_conv2d_6x16__avx2 both run the microkernel f32_gemm_6x16__avx2.
+        let (uk, mr, nr) = try CompiledExecutor.ukernel(named: "f32_gemm" + kernel.drop { $0 != "_" }.dropFirst().drop { $0 != "_" })
         ukernel = uk
         self.mr = mr
         guard w.shape.count == 2 else { throw OpError("packed weight '\(w.name)' has shape \(w.shape), expected [K, N]") }

@@ -163,16 +163,16 @@ public final class SpecializationCache: Sendable {
         let portable = try PackageReader.read(at: path)
         let digest = try PackageReader.digest(ofPackageAt: path)
         let (header, plan) = try Compiler.compile(portable, options: Compiler.Options(arch: arch), sourceDigest: digest)
-        let bytes = CompiledArtifact.serialize(header: header, plan: plan).flatMap { $0 }
+        let chunks = CompiledArtifact.serialize(header: header, plan: plan)
         var load = ModelLoadOptions()
         load.threads = options.threads
         if lockFD >= 0 {
             let target = artifactPath(key, options.policy)
             do {
-                try FileManagerShim.writeAtomically(target, bytes)
+                try AtomicFile.write(chunks, to: target)
                 let record: [String: String] = ["source": path, "arch": arch.name, "runtime": runtimeVersion.description]
                 let json = try JSONSerialization.data(withJSONObject: record, options: [.sortedKeys])
-                try FileManagerShim.writeAtomically("\(folder(options.policy))/\(key).json", Array(json))
+                try AtomicFile.write([Array(json)], to: "\(folder(options.policy))/\(key).json")
                 if options.policy == .evictable { prune(maxBytes: maxBytes, keeping: key) }
                 if let (model, _) = try cached(key, package: path, options: options,
                                                note: "specialized for \(arch.name) and cached (\(target))") {
@@ -183,7 +183,7 @@ public final class SpecializationCache: Sendable {
                 warnings.append("cannot write to the cache (\(error)); specializing in memory")
             }
         }
-        let artifact = try bytes.withUnsafeBytes { raw in
+        let artifact = try chunks.flatMap { $0 }.withUnsafeBytes { raw in
             try CompiledArtifact.read(raw, verifyWeights: false) { ByteStorage(copying: UnsafeRawBufferPointer(rebasing: raw[$0])) }
         }
         var explanation = LoadExplanation(host: arch.name)
@@ -257,9 +257,10 @@ public final class SpecializationCache: Sendable {
                 unlink("\(folder(p))/\(file)")
             }
         }
-        var total = entries().filter { $0.policy == .evictable }.reduce(0) { $0 + $1.bytes }
+        let evictable = entries().filter { $0.policy == .evictable }
+        var total = evictable.reduce(0) { $0 + $1.bytes }
         var removed: [Entry] = []
-        for e in entries().filter({ $0.policy == .evictable && $0.key != keeping }).reversed() where total > maxBytes {
+        for e in evictable.reversed() where total > maxBytes && e.key != keeping {
             remove(e)
             total -= e.bytes
             removed.append(e)
