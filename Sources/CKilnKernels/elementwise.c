@@ -1,49 +1,11 @@
-// Elementwise maps, softmax, layer norm, pooling, depthwise convolution and layout
-// helpers: scalar C written so the compiler vectorizes the inner loops.
+// Elementwise unary maps, GEMM epilogues, depthwise convolution and layout helpers: scalar C
+// written so the compiler vectorizes the inner loops, built once per ISA.
 #include "kiln_kernels.h"
 
 #include <math.h>
 #include <string.h>
 
-// Vectorizable approximations (inlined into each ISA variant): exp with range reduction
-// and a degree-6 polynomial (relative error ~2e-7), erf after Abramowitz & Stegun 7.1.26
-// (absolute error <= 1.5e-7), tanh and sigmoid from exp.
-static inline __attribute__((always_inline)) float kiln_exp(float x) {
-    x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
-    const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
-    const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    const int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    __builtin_memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
-static inline __attribute__((always_inline)) float kiln_erf(float x) {
-    const float ax = __builtin_fabsf(x);
-    const float t = 1.0f / (1.0f + 0.3275911f * ax);
-    const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-    const float y = 1.0f - poly * kiln_exp(-ax * ax);
-    return x < 0 ? -y : y;
-}
-
-static inline __attribute__((always_inline)) float kiln_tanh(float x) {
-    const float e = kiln_exp(-2.0f * __builtin_fabsf(x));
-    const float y = (1.0f - e) / (1.0f + e);
-    return x < 0 ? -y : y;
-}
-
-static inline __attribute__((always_inline)) float kiln_sigmoid(float x) { return 1.0f / (1.0f + kiln_exp(-x)); }
-
-static inline __attribute__((always_inline)) float kiln_gelu(float x) {
-    return 0.5f * x * (1.0f + kiln_erf(x * 0.70710678118654752f));
-}
+#include "kiln_math.h"
 
 static inline __attribute__((always_inline)) void kiln_unary_body(int op, size_t n, const float *x, float *y, float alpha,
                                                                   float beta) {
@@ -69,6 +31,13 @@ static inline __attribute__((always_inline)) void kiln_unary_body(int op, size_t
     case KILN_UNARY_RECIPROCAL: for (size_t i = 0; i < n; i++) y[i] = 1.0f / x[i]; return;
     case KILN_UNARY_NEG: for (size_t i = 0; i < n; i++) y[i] = -x[i]; return;
     case KILN_UNARY_ABS: for (size_t i = 0; i < n; i++) y[i] = __builtin_fabsf(x[i]); return;
+    case KILN_UNARY_LEAKY_RELU: for (size_t i = 0; i < n; i++) y[i] = x[i] < 0 ? alpha * x[i] : x[i]; return;
+    case KILN_UNARY_FLOOR: for (size_t i = 0; i < n; i++) y[i] = __builtin_floorf(x[i]); return;
+    case KILN_UNARY_CEIL: for (size_t i = 0; i < n; i++) y[i] = __builtin_ceilf(x[i]); return;
+    case KILN_UNARY_ROUND: for (size_t i = 0; i < n; i++) y[i] = __builtin_rintf(x[i]); return;
+    case KILN_UNARY_SOFTPLUS:
+        for (size_t i = 0; i < n; i++) y[i] = x[i] > 20.0f ? x[i] : log1pf(kiln_exp(x[i]));
+        return;
     default: for (size_t i = 0; i < n; i++) y[i] = x[i]; return;
     }
 }
@@ -84,23 +53,9 @@ void kiln_f32_unary__avx2(int op, size_t n, const float *x, float *y, float alph
 }
 #endif
 
-/// Maps an epilogue activation to the unary op with the same formula.
-static inline int kiln_epilogue_unary(int activation) {
-    switch (activation) {
-    case KILN_ACT_RELU: return KILN_UNARY_RELU;
-    case KILN_ACT_HARD_SWISH: return KILN_UNARY_HARD_SWISH;
-    case KILN_ACT_HARD_SIGMOID: return KILN_UNARY_HARD_SIGMOID;
-    case KILN_ACT_GELU: return KILN_UNARY_GELU;
-    case KILN_ACT_CLIP: return KILN_UNARY_CLIP;
-    case KILN_ACT_SIGMOID: return KILN_UNARY_SIGMOID;
-    case KILN_ACT_TANH: return KILN_UNARY_TANH;
-    default: return 0;
-    }
-}
-
 void kiln_f32_epilogue(size_t m, size_t n, float *c, size_t ldc, const float *bias, const kiln_epilogue *e) {
     if (!e) return;
-    const int op = kiln_epilogue_unary(e->activation);
+    const int op = e->activation;
 #if defined(__x86_64__)
     const int avx2 = (kiln_cpu_features() & KILN_CPU_X86_V3) != 0;
 #endif
@@ -116,73 +71,6 @@ void kiln_f32_epilogue(size_t m, size_t n, float *c, size_t ldc, const float *bi
         }
 #endif
         kiln_unary_body(op, n, row, row, e->alpha, e->beta);
-    }
-}
-
-#define KILN_BINARY_LOOP(expr) \
-    for (size_t o = 0; o < outer; o++) { \
-        const float *xr = x + o * xo, *zr = z + o * zo; \
-        float *yr = y + o * inner; \
-        if (xi == 1 && zi == 1) { for (size_t i = 0; i < inner; i++) { const float a = xr[i], b = zr[i]; yr[i] = (expr); } } \
-        else if (xi == 1 && zi == 0) { const float b = zr[0]; for (size_t i = 0; i < inner; i++) { const float a = xr[i]; yr[i] = (expr); } } \
-        else if (xi == 0 && zi == 1) { const float a = xr[0]; for (size_t i = 0; i < inner; i++) { const float b = zr[i]; yr[i] = (expr); } } \
-        else { for (size_t i = 0; i < inner; i++) { const float a = xr[i * xi], b = zr[i * zi]; yr[i] = (expr); } } \
-    }
-
-void kiln_f32_binary__scalar(int op, size_t outer, size_t inner, const float *x, size_t xo, size_t xi,
-                             const float *z, size_t zo, size_t zi, float *y) {
-    switch (op) {
-    case KILN_BINARY_ADD: KILN_BINARY_LOOP(a + b) return;
-    case KILN_BINARY_SUB: KILN_BINARY_LOOP(a - b) return;
-    case KILN_BINARY_MUL: KILN_BINARY_LOOP(a * b) return;
-    case KILN_BINARY_DIV: KILN_BINARY_LOOP(a / b) return;
-    case KILN_BINARY_POW: KILN_BINARY_LOOP(powf(a, b)) return;
-    default: return;
-    }
-}
-
-void kiln_f32_softmax__scalar(size_t rows, size_t n, const float *x, float *y) {
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * n;
-        float *yr = y + r * n;
-        float m = -INFINITY;
-        for (size_t i = 0; i < n; i++) m = xr[i] > m ? xr[i] : m;
-        float sum = 0;
-        for (size_t i = 0; i < n; i++) {
-            yr[i] = expf(xr[i] - m);
-            sum += yr[i];
-        }
-        const float inv = 1.0f / sum;
-        for (size_t i = 0; i < n; i++) yr[i] *= inv;
-    }
-}
-
-void kiln_f32_layer_norm__scalar(size_t rows, size_t n, const float *x, const float *gamma, const float *beta,
-                                 float epsilon, float *y) {
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * n;
-        float *yr = y + r * n;
-        double sum = 0;
-        for (size_t i = 0; i < n; i++) sum += xr[i];
-        const float mean = (float)(sum / (double)n);
-        double var = 0;
-        for (size_t i = 0; i < n; i++) {
-            const float d = xr[i] - mean;
-            var += (double)d * d;
-        }
-        const float inv = 1.0f / sqrtf((float)(var / (double)n) + epsilon);
-        for (size_t i = 0; i < n; i++) {
-            const float v = (xr[i] - mean) * inv * gamma[i];
-            yr[i] = beta ? v + beta[i] : v;
-        }
-    }
-}
-
-void kiln_f32_global_average_pool__scalar(size_t channels, size_t n, const float *x, float *y) {
-    for (size_t c = 0; c < channels; c++) {
-        double sum = 0;
-        for (size_t i = 0; i < n; i++) sum += x[c * n + i];
-        y[c] = (float)(sum / (double)n);
     }
 }
 
@@ -220,7 +108,7 @@ static inline __attribute__((always_inline)) void kiln_dwconv_body(
                 }
             }
         }
-        if (e && e->activation != KILN_ACT_NONE) kiln_f32_epilogue(1, oh * ow, yc, oh * ow, NULL, e);
+        if (e && e->activation != KILN_UNARY_NONE) kiln_f32_epilogue(1, oh * ow, yc, oh * ow, NULL, e);
     }
 }
 

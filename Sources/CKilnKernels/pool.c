@@ -92,14 +92,3 @@ void kiln_parallel_for(size_t count, kiln_task_fn fn, void *ctx) {
     atomic_store(&kiln_pool_count, 0);
     pthread_mutex_unlock(&kiln_pool_job);
 }
-
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
-void kiln_memory_keep_freed(void) {
-#if defined(__GLIBC__)
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 0x7fffffff);
-#endif
-}

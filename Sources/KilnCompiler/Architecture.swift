@@ -1,18 +1,37 @@
 import CKilnKernels
 
+/// A CPU family: the instruction set architecture an artifact's code is for.
+public enum CPUFamily: String, Sendable, Hashable {
+    case x86_64, arm64
+
+    /// This host's family, or `nil` on another CPU.
+    public static var host: CPUFamily? {
+        #if arch(x86_64)
+        return .x86_64
+        #elseif arch(arm64)
+        return .arm64
+        #else
+        return nil
+        #endif
+    }
+}
+
 /// A CPU architecture name an artifact is compiled for (specs/architectures.md): which
-/// features its kernels may use and how they want weights packed.
+/// features its kernels may use, which variant of each kernel family it runs, and how it
+/// wants weights packed.
 public struct Architecture: Sendable, Hashable, CustomStringConvertible {
     /// The name used in `Name.<arch>.compiled`.
     public let name: String
-    /// `x86_64` or `arm64`.
-    public let family: String
+    /// The CPU family.
+    public let family: CPUFamily
     /// Rank within its family: a host runs every arch of its family with a lower or equal rank that it supports.
     public let level: Int
     /// Feature bits (`KILN_CPU_*`) the artifact's kernels need.
     let features: UInt32
-    /// The GEMM microkernel: name, rows, panel width.
-    let gemm: (name: String, mr: Int, nr: Int)
+    /// The GEMM microkernel's tile and ISA (decides the weight panel width).
+    public let gemm: (tile: GEMMTile, isa: ISA)
+    /// The ISA of the vectorized elementwise, normalization and pooling families.
+    public let vectorISA: ISA
 
     /// The name.
     public var description: String { name }
@@ -20,23 +39,35 @@ public struct Architecture: Sendable, Hashable, CustomStringConvertible {
     public static func == (a: Architecture, b: Architecture) -> Bool { a.name == b.name }
     public func hash(into h: inout Hasher) { h.combine(name) }
 
+    /// The kernel this arch runs for a family: the GEMM tile for tiled families, else the
+    /// best ISA the family is built for that the arch allows.
+    /// - Parameter family: A kernel family.
+    /// - Returns: The kernel.
+    public func kernel(_ family: KernelFamily) -> KernelID {
+        if family == .reference { return .reference }
+        if family.isTiled { return KernelID(family: family, tile: gemm.tile, isa: gemm.isa) }
+        return KernelID(family: family, isa: family.isas.contains(vectorISA) ? vectorISA : .scalar)
+    }
+
+    static let x86Tile = GEMMTile(mr: 4, nr: 8), avx2Tile = GEMMTile(mr: 6, nr: 16), avx512Tile = GEMMTile(mr: 8, nr: 16)
+
     /// Every architecture, best last within each family.
     public static let all: [Architecture] = [
-        Architecture(name: "x86_64", family: "x86_64", level: 1, features: UInt32(KILN_CPU_SSE2),
-                     gemm: ("f32_gemm_4x8__scalar", 4, 8)),
-        Architecture(name: "x86_64_v2", family: "x86_64", level: 2, features: UInt32(KILN_CPU_SSE2 | KILN_CPU_X86_V2),
-                     gemm: ("f32_gemm_4x8__scalar", 4, 8)),
-        Architecture(name: "x86_64_v3", family: "x86_64", level: 3,
+        Architecture(name: "x86_64", family: .x86_64, level: 1, features: UInt32(KILN_CPU_SSE2),
+                     gemm: (x86Tile, .scalar), vectorISA: .scalar),
+        Architecture(name: "x86_64_v2", family: .x86_64, level: 2, features: UInt32(KILN_CPU_SSE2 | KILN_CPU_X86_V2),
+                     gemm: (x86Tile, .scalar), vectorISA: .scalar),
+        Architecture(name: "x86_64_v3", family: .x86_64, level: 3,
                      features: UInt32(KILN_CPU_SSE2 | KILN_CPU_X86_V2 | KILN_CPU_X86_V3),
-                     gemm: ("f32_gemm_6x16__avx2", 6, 16)),
-        Architecture(name: "x86_64_v4", family: "x86_64", level: 4,
+                     gemm: (avx2Tile, .avx2), vectorISA: .avx2),
+        Architecture(name: "x86_64_v4", family: .x86_64, level: 4,
                      features: UInt32(KILN_CPU_SSE2 | KILN_CPU_X86_V2 | KILN_CPU_X86_V3 | KILN_CPU_X86_V4),
-                     gemm: ("f32_gemm_8x16__avx512", 8, 16)),
-        Architecture(name: "arm64", family: "arm64", level: 1, features: UInt32(KILN_CPU_NEON),
-                     gemm: ("f32_gemm_4x8__neon", 4, 8)),
-        Architecture(name: "arm64_dotprod", family: "arm64", level: 2,
+                     gemm: (avx512Tile, .avx512), vectorISA: .avx2),
+        Architecture(name: "arm64", family: .arm64, level: 1, features: UInt32(KILN_CPU_NEON),
+                     gemm: (GEMMTile(mr: 4, nr: 8), .neon), vectorISA: .scalar),
+        Architecture(name: "arm64_dotprod", family: .arm64, level: 2,
                      features: UInt32(KILN_CPU_NEON | KILN_CPU_ARM_DOTPROD),
-                     gemm: ("f32_gemm_4x8__neon", 4, 8)),
+                     gemm: (GEMMTile(mr: 4, nr: 8), .neon), vectorISA: .scalar),
     ]
 
     /// The architecture of this name.
@@ -46,14 +77,7 @@ public struct Architecture: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether this host can run artifacts for this architecture (CPUID and OS state, detected once).
     public var isRunnableOnHost: Bool {
-        #if arch(x86_64)
-        let hostFamily = "x86_64"
-        #elseif arch(arm64)
-        let hostFamily = "arm64"
-        #else
-        let hostFamily = ""
-        #endif
-        return family == hostFamily && kiln_cpu_features() & features == features
+        family == CPUFamily.host && kiln_cpu_features() & features == features
     }
 
     /// The best architecture this host can run.

@@ -9,7 +9,7 @@ public struct CompilationUnit: Sendable {
     /// The target.
     public let arch: Architecture
     /// Kernel name of every operation, per function (set by ``Lowering``).
-    public var kernels: [String: [String]] = [:]
+    public var kernels: [String: [KernelID]] = [:]
 
     /// Wraps a model for compiling.
     /// - Parameters:

@@ -47,7 +47,9 @@ public enum Compiler {
         let unknown = options.pipeline.filter { passes[$0] == nil }
         guard unknown.isEmpty else { throw CompileError("unknown pass \(unknown.map { "'\($0)'" }.joined(separator: ", ")); passes: \(passes.keys.sorted().joined(separator: ", "))") }
         guard options.pipeline.last == Lowering.name else { throw CompileError("a pipeline must end with '\(Lowering.name)'") }
-        guard options.minimumRuntime >= RuntimeVersion(0, 1) else { throw CompileError("minimum runtime version must be at least 0.1") }
+        guard options.minimumRuntime >= CompiledFormat.oldestCompatibleRuntime else {
+            throw CompileError("minimum runtime version must be at least \(CompiledFormat.oldestCompatibleRuntime): older runtimes lack the kernel catalog")
+        }
         var unit = CompilationUnit(model: model, arch: options.arch)
         for name in options.pipeline { try passes[name]!.apply(to: &unit) }
         let plan = try MemoryPlanning.plan(unit)

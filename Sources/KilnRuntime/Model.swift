@@ -15,6 +15,9 @@ public struct ModelLoadOptions: Sendable {
     public var verifyCompiledWeights = false
     /// Threads a compiled function may use per call (default: the number of cores).
     public var threads = ProcessInfo.processInfo.activeProcessorCount
+    /// Run every input shape through one generic plan instead of building a plan per
+    /// concrete input-shape signature (for callers whose shapes change on most calls).
+    public var expectFrequentReshapes = false
     /// The cache a directory's portable package is specialized into when no artifact fits
     /// (default: ``SpecializationCache/defaultDirectory``).
     public var cache: SpecializationCache? = nil
@@ -123,6 +126,7 @@ public final class Model: Sendable {
         }
         var specialization = SpecializationOptions()
         specialization.threads = options.threads
+        specialization.expectFrequentReshapes = options.expectFrequentReshapes
         specialization.policy = options.policy
         let model = try await cache.specialize(contentsOf: URL(fileURLWithPath: package), options: specialization)
         explanation.package = package
@@ -183,7 +187,8 @@ public final class Model: Sendable {
             return InferenceFunction(try ReferenceInterpreter(model: p, function: name))
         case .compiled(let a):
             guard let i = a.plan.model.functions.firstIndex(where: { $0.name == name }) else { return nil }
-            return InferenceFunction(try CompiledExecutor(plan: a.plan, function: i, threads: options.threads))
+            return InferenceFunction(try FunctionExecutor(plan: a.plan, function: i, threads: options.threads,
+                                                                     frequentReshapes: options.expectFrequentReshapes))
         }
     }
 }

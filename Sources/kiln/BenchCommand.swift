@@ -7,7 +7,7 @@ enum BenchCommand {
     static let spec = CommandSpec(
         name: "bench",
         abstract: "Measure load time, latency and throughput of a model's function.",
-        usage: "kiln bench PATH [--function NAME] [--input NAME=FILE.npy…] [--dim SYMBOL=N…] [--threads N] [--warmup N] [--repeat N | --time SECONDS] [--cold] [--json]",
+        usage: "kiln bench PATH [--function NAME] [--input NAME=FILE.npy…] [--dim SYMBOL=N…] [--threads N] [--warmup N] [--repeat N | --time SECONDS] [--frequent-reshapes] [--cold] [--json]",
         arguments: [("PATH", "A package (Name.kiln) or compiled artifact (Name.<arch>.compiled).")],
         options: [
             OptionSpec(names: ["--function"], valueName: "NAME", help: "The function (default: the only one, or main)."),
@@ -17,6 +17,7 @@ enum BenchCommand {
             OptionSpec(names: ["--warmup"], valueName: "N", help: "Untimed runs after the first (default 3)."),
             OptionSpec(names: ["--repeat"], valueName: "N", help: "Timed runs (default 20)."),
             OptionSpec(names: ["--time"], valueName: "SECONDS", help: "Run for this long instead of a fixed count."),
+            OptionSpec(names: ["--frequent-reshapes"], valueName: nil, help: "Run every shape through one generic plan (no plan per input shapes)."),
             OptionSpec(names: ["--cold"], valueName: nil, help: "Also measure a cold load (file pages dropped from the cache first)."),
             OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON instead of a table."),
         ],
@@ -40,6 +41,7 @@ enum BenchCommand {
         let path = args.positionals[0]
         var options = ModelLoadOptions()
         options.threads = try positiveInt(args, "--threads", options.threads)
+        options.expectFrequentReshapes = args.has("--frequent-reshapes")
         let warmup = try positiveInt(args, "--warmup", 3, allowZero: true)
         let repeatCount = try positiveInt(args, "--repeat", 20)
         var seconds: Double?
@@ -125,7 +127,7 @@ enum BenchCommand {
                 ("architecture", model.architecture.map { .string($0) } ?? .null),
                 ("artifact", model.explanation.chosen.map { .string($0) } ?? .null),
                 ("specialization", model.explanation.specialization.map { .string($0) } ?? .null),
-                ("threads", .int(options.threads)),
+                ("threads", .int(options.threads)), ("frequentReshapes", .bool(options.expectFrequentReshapes)),
                 ("loadSeconds", .number(loadSeconds)), ("modelLoadSeconds", .number(loadedModelSeconds)), ("firstRunSeconds", .number(firstSeconds)), ("runs", .int(samples.count)),
             ]
             if let coldLoad { fields.append(("coldLoadSeconds", .number(coldLoad))) }

@@ -20,8 +20,8 @@ final class CompileCommandTests: XCTestCase {
             let bytes = try fileBytes(file)
             XCTAssertEqual(a["bytes"] as? Int, bytes.count)
             XCTAssertEqual(a["sha256"] as? String, bytes.withUnsafeBytes { SHA256.hex(SHA256.hash($0)) })
-            XCTAssertEqual(a["formatVersion"] as? Int, 1)
-            XCTAssertEqual(a["minimumRuntimeVersion"] as? String, "0.1")
+            XCTAssertEqual(a["formatVersion"] as? Int, 2)
+            XCTAssertEqual(a["minimumRuntimeVersion"] as? String, "0.2")
             XCTAssertEqual((a["sourceDigest"] as? String)?.count, 64)
         }
         // Byte-identical on a second run.
@@ -32,7 +32,7 @@ final class CompileCommandTests: XCTestCase {
 
     func testHostArtifactRunsAndInspects() throws {
         let dir = try temporaryDirectory(self)
-        let r = try kiln(["compile", encoder, "--arch", "host", "--min-runtime-version", "0.1", "-o", dir])
+        let r = try kiln(["compile", encoder, "--arch", "host", "--min-runtime-version", "0.2", "-o", dir])
         XCTAssertEqual(r.status, 0, r.stderr)
         let file = try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".compiled") }!
         XCTAssertTrue(file.hasPrefix("TinyEncoder.x86_64") || file.hasPrefix("TinyEncoder.arm64"), file)
@@ -46,7 +46,7 @@ final class CompileCommandTests: XCTestCase {
         XCTAssertTrue(kernels.contains { $0.hasPrefix("f32_gemm_") }, "\(kernels)")
         XCTAssertGreaterThan(functions[1]["arenaBytes"] as! Int, 0)
         let text = try kiln(["inspect", "\(dir)/\(file)"])
-        XCTAssertTrue(text.stdout.contains("Kiln compiled artifact, format version 1"), text.stdout)
+        XCTAssertTrue(text.stdout.contains("Kiln compiled artifact, format version \(CompiledFormat.currentVersion)"), text.stdout)
         XCTAssertTrue(text.stdout.contains("steps"), text.stdout)
         // The artifact runs like the package and agrees with it.
         let tokens = NDArray(shape: [1, 4], scalars: [Int64(1), 2, 3, 4])

@@ -2,6 +2,7 @@ import CKilnKernels
 import Foundation
 import KilnCompiler
 import KilnFormat
+@testable import KilnRuntime
 import XCTest
 
 /// Every GEMM microkernel against the scalar reference at sizes around its tile; skipped
@@ -65,13 +66,13 @@ final class KernelTests: XCTestCase {
     func testEpilogueActivations() {
         let x: [Float] = [-4, -1, -0.25, 0, 0.5, 2, 7]
         let cases: [(Int32, Float, Float, (Float) -> Float)] = [
-            (Int32(KILN_ACT_RELU), 0, 0, { max(0, $0) }),
-            (Int32(KILN_ACT_HARD_SWISH), 0, 0, { $0 * max(0, min(1, $0 / 6 + 0.5)) }),
-            (Int32(KILN_ACT_HARD_SIGMOID), 0.2, 0.5, { max(0, min(1, 0.2 * $0 + 0.5)) }),
-            (Int32(KILN_ACT_GELU), 0, 0, { 0.5 * $0 * (1 + erff($0 / 2.0.squareRoot().float)) }),
-            (Int32(KILN_ACT_CLIP), -1, 6, { min(6, max(-1, $0)) }),
-            (Int32(KILN_ACT_SIGMOID), 0, 0, { 1 / (1 + expf(-$0)) }),
-            (Int32(KILN_ACT_TANH), 0, 0, { tanhf($0) }),
+            (Int32(KILN_UNARY_RELU), 0, 0, { max(0, $0) }),
+            (Int32(KILN_UNARY_HARD_SWISH), 0, 0, { $0 * max(0, min(1, $0 / 6 + 0.5)) }),
+            (Int32(KILN_UNARY_HARD_SIGMOID), 0.2, 0.5, { max(0, min(1, 0.2 * $0 + 0.5)) }),
+            (Int32(KILN_UNARY_GELU), 0, 0, { 0.5 * $0 * (1 + erff($0 / 2.0.squareRoot().float)) }),
+            (Int32(KILN_UNARY_CLIP), -1, 6, { min(6, max(-1, $0)) }),
+            (Int32(KILN_UNARY_SIGMOID), 0, 0, { 1 / (1 + expf(-$0)) }),
+            (Int32(KILN_UNARY_TANH), 0, 0, { tanhf($0) }),
         ]
         let bias: [Float] = [0.5]
         for (code, alpha, beta, f) in cases {
@@ -83,31 +84,48 @@ final class KernelTests: XCTestCase {
         }
     }
 
+    /// The normalization family's variants this host runs, each against the formulas.
     func testSoftmaxAndLayerNorm() {
         let x: [Float] = (0 ..< 24).map { Float($0 % 7) - 3 }
-        var y = [Float](repeating: 0, count: 24)
-        kiln_f32_softmax__scalar(3, 8, x, &y)
-        for r in 0 ..< 3 {
-            let row = x[r * 8 ..< r * 8 + 8], m = row.max()!
-            let e = row.map { expf($0 - m) }, s = e.reduce(0, +)
-            for i in 0 ..< 8 { XCTAssertEqual(y[r * 8 + i], e[i] / s, accuracy: 1e-6) }
-        }
-        let gamma: [Float] = (0 ..< 8).map { 1 + Float($0) / 10 }, beta: [Float] = (0 ..< 8).map { Float($0) / 100 }
-        kiln_f32_layer_norm__scalar(3, 8, x, gamma, beta, 1e-5, &y)
-        for r in 0 ..< 3 {
-            let row = Array(x[r * 8 ..< r * 8 + 8])
-            let mean = row.reduce(0, +) / 8, variance = row.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / 8
-            for i in 0 ..< 8 { XCTAssertEqual(y[r * 8 + i], (row[i] - mean) / (variance + 1e-5).squareRoot() * gamma[i] + beta[i], accuracy: 1e-5) }
+        for isa in [ISA.scalar, .avx2] where isa.isRunnableOnHost {
+            let k = NormalizationKernels(isa)
+            var y = [Float](repeating: 0, count: 24)
+            k.softmax(Int32(KILN_SOFTMAX), 3, 8, 1, x, &y)
+            for r in 0 ..< 3 {
+                let row = x[r * 8 ..< r * 8 + 8], m = row.max()!
+                let e = row.map { expf($0 - m) }, s = e.reduce(0, +)
+                for i in 0 ..< 8 { XCTAssertEqual(y[r * 8 + i], e[i] / s, accuracy: 1e-6, "\(isa)") }
+            }
+            // Softmax over the middle axis of [2, 3, 4].
+            k.softmax(Int32(KILN_SOFTMAX), 2, 3, 4, x, &y)
+            for o in 0 ..< 2 { for i in 0 ..< 4 {
+                let col = (0 ..< 3).map { x[o * 12 + $0 * 4 + i] }, m = col.max()!
+                let e = col.map { expf($0 - m) }, s = e.reduce(0, +)
+                for r in 0 ..< 3 { XCTAssertEqual(y[o * 12 + r * 4 + i], e[r] / s, accuracy: 1e-6, "\(isa) strided") }
+            } }
+            let gamma: [Float] = (0 ..< 8).map { 1 + Float($0) / 10 }, beta: [Float] = (0 ..< 8).map { Float($0) / 100 }
+            k.layerNorm(3, 8, x, gamma, beta, 1e-5, &y)
+            for r in 0 ..< 3 {
+                let row = Array(x[r * 8 ..< r * 8 + 8])
+                let mean = row.reduce(0, +) / 8, variance = row.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / 8
+                for i in 0 ..< 8 {
+                    XCTAssertEqual(y[r * 8 + i], (row[i] - mean) / (variance + 1e-5).squareRoot() * gamma[i] + beta[i], accuracy: 1e-5, "\(isa)")
+                }
+            }
         }
     }
 
     func testBinaryBroadcastStrides() {
         let x: [Float] = (0 ..< 12).map(Float.init), z: [Float] = [10, 20, 30, 40]
         var y = [Float](repeating: 0, count: 12)
-        kiln_f32_binary__scalar(Int32(KILN_BINARY_ADD), 3, 4, x, 4, 1, z, 0, 1, &y) // row broadcast
+        let shape = [3, 4]
+        kiln_binary_nd__scalar(Int32(KILN_BINARY_ADD), Int32(KILN_DT_F32), 2, shape, x, [4, 1], z, [0, 1], &y) // row broadcast
         XCTAssertEqual(y, (0 ..< 12).map { Float($0) + z[$0 % 4] })
-        kiln_f32_binary__scalar(Int32(KILN_BINARY_DIV), 3, 4, x, 4, 1, z, 1, 0, &y) // column broadcast
+        kiln_binary_nd__scalar(Int32(KILN_BINARY_DIV), Int32(KILN_DT_F32), 2, shape, x, [4, 1], z, [1, 0], &y) // column broadcast
         XCTAssertEqual(y, (0 ..< 12).map { Float($0) / z[$0 / 4] })
+        var flags = [UInt8](repeating: 9, count: 12)
+        kiln_binary_nd__scalar(Int32(KILN_BINARY_GREATER), Int32(KILN_DT_F32), 2, shape, x, [4, 1], [Float(5)], [0, 0], &flags)
+        XCTAssertEqual(flags, (0 ..< 12).map { $0 > 5 ? 1 : 0 })
     }
 
     /// The host's arch agrees with the CPU flags Linux reports (which already account for XCR0).

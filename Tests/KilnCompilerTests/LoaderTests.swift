@@ -73,18 +73,39 @@ final class LoaderTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         guard let host = Architecture.host else { throw XCTSkip("no runnable arch") }
         try compile(host.name, into: dir)
-        // Claim format version 2 and fix the header checksum, as a newer compiler would write.
+        // Claim the next format version and fix the header checksum, as a newer compiler would write.
         let path = "\(dir)/TinyClassifier.\(host.name).compiled"
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        bytes[8] = 2
+        let newer = CompiledFormat.currentVersion + 1
+        bytes[8] = UInt8(newer)
         let crc = crc32(Array(bytes[0 ..< 252]))
         for i in 0 ..< 4 { bytes[252 + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         try FileManager.default.copyItem(atPath: classifier, toPath: "\(dir)/TinyClassifier.kiln")
         let model = try await Model.load(contentsOf: URL(fileURLWithPath: dir), options: options("\(dir)/cache"))
         let candidate = model.explanation.candidates[0]
-        XCTAssertTrue(candidate.refusal!.contains("format version 2 is newer"), candidate.refusal!)
+        XCTAssertTrue(candidate.refusal!.contains("format version \(newer) is newer"), candidate.refusal!)
         XCTAssertTrue(model.explanation.specialization!.hasPrefix("specialized"), model.explanation.description)
+    }
+
+    /// An artifact of format 1 (kernel names before the catalog) is refused with the reason.
+    func testFormatBeforeTheKernelCatalogIsRefused() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        guard let host = Architecture.host else { throw XCTSkip("no runnable arch") }
+        try compile(host.name, into: dir)
+        let path = "\(dir)/TinyClassifier.\(host.name).compiled"
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        bytes[8] = 1
+        let crc = crc32(Array(bytes[0 ..< 252]))
+        for i in 0 ..< 4 { bytes[252 + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        do {
+            _ = try await Model.load(contentsOf: URL(fileURLWithPath: path))
+            XCTFail("a format-1 artifact loaded")
+        } catch {
+            XCTAssertTrue("\(error)".contains("predates this runtime's kernel catalog"), "\(error)")
+        }
     }
 
     func testNoUsableArtifactAndNoPackageListsEveryCandidate() async throws {
@@ -115,7 +136,8 @@ final class LoaderTests: XCTestCase {
         let (p1, p2) = (try await probabilities(reopened), try await probabilities(model))
         XCTAssertEqual(p1, p2)
         XCTAssertTrue(cache.clear(all: false).isEmpty, "persistent entries survive clear without --all")
-        let upgraded = SpecializationCache(directory: "\(dir)/cache", runtimeVersion: RuntimeVersion(0, 2))
+        let next = CompiledFormat.runtimeVersion
+        let upgraded = SpecializationCache(directory: "\(dir)/cache", runtimeVersion: RuntimeVersion(next.major, next.minor + 1))
         XCTAssertThrowsError(try upgraded.model(resolvingBookmark: bookmark)) { e in
             XCTAssertEqual((e as? SpecializationCacheError)?.kind, .notFound)
         }

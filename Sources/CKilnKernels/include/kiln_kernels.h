@@ -39,23 +39,19 @@ typedef void (*kiln_task_fn)(void *ctx, size_t index);
 /// further core, started on first use). One loop at a time; a busy pool runs the loop inline.
 void kiln_parallel_for(size_t count, kiln_task_fn fn, void *ctx);
 
-/// Keeps freed heap memory for reuse (glibc: large blocks stay in the heap instead of being
-/// unmapped), so per-run buffers do not fault fresh pages on every run. Process-wide; idempotent.
-void kiln_memory_keep_freed(void);
 
 // MARK: GEMM
 
-/// Epilogue activations applied to each output element after bias.
-enum {
-    KILN_ACT_NONE = 0,
-    KILN_ACT_RELU = 1,
-    KILN_ACT_HARD_SWISH = 2,
-    KILN_ACT_HARD_SIGMOID = 3,  // clamp(alpha * x + beta, 0, 1)
-    KILN_ACT_GELU = 4,          // exact (erf)
-    KILN_ACT_CLIP = 5,          // clamp(x, alpha, beta)
-    KILN_ACT_SIGMOID = 6,
-    KILN_ACT_TANH = 7,
-};
+/// The unary functions, one list: elementwise `f32_unary` kernels and GEMM/convolution
+/// epilogues use the same codes (an epilogue's activation 0 means none). Parameters:
+/// hard_sigmoid clamp(alpha * x + beta, 0, 1); clip clamp(x, alpha, beta); leaky_relu slope alpha.
+#define KILN_UNARY_OPS(X) \
+    X(RELU, 1) X(HARD_SWISH, 2) X(HARD_SIGMOID, 3) X(GELU, 4) X(CLIP, 5) X(SIGMOID, 6) X(TANH, 7) \
+    X(EXP, 8) X(ERF, 9) X(SQRT, 10) X(RECIPROCAL, 11) X(NEG, 12) X(ABS, 13) X(GELU_TANH, 14) X(LOG, 15) \
+    X(LEAKY_RELU, 16) X(FLOOR, 17) X(CEIL, 18) X(ROUND, 19) X(IDENTITY, 20) X(SOFTPLUS, 21)
+#define KILN_DECLARE_UNARY(name, code) KILN_UNARY_##name = code,
+enum { KILN_UNARY_NONE = 0, KILN_UNARY_OPS(KILN_DECLARE_UNARY) };
+#undef KILN_DECLARE_UNARY
 
 /// How the weight operand B (K x N) is stored: in panels of `nr` columns, each panel
 /// K rows of `nr` entries (the last panel zero-padded).
@@ -141,14 +137,29 @@ void kiln_unpack_b_panel(const kiln_packed_b *b, size_t p, float *out);
 /// Applies an epilogue to a row-major m x n block (bias per column).
 void kiln_f32_epilogue(size_t m, size_t n, float *c, size_t ldc, const float *bias, const kiln_epilogue *e);
 
-// MARK: Elementwise, normalization, pooling (scalar; the compiler vectorizes them)
+// MARK: Elementwise, normalization, pooling (C the compiler vectorizes, built once per ISA)
 
-enum {
-    KILN_UNARY_RELU = 1, KILN_UNARY_HARD_SWISH, KILN_UNARY_HARD_SIGMOID, KILN_UNARY_GELU, KILN_UNARY_CLIP,
-    KILN_UNARY_SIGMOID, KILN_UNARY_TANH, KILN_UNARY_EXP, KILN_UNARY_ERF, KILN_UNARY_SQRT, KILN_UNARY_RECIPROCAL,
-    KILN_UNARY_NEG, KILN_UNARY_ABS, KILN_UNARY_GELU_TANH, KILN_UNARY_LOG,
-};
-enum { KILN_BINARY_ADD = 1, KILN_BINARY_SUB, KILN_BINARY_MUL, KILN_BINARY_DIV, KILN_BINARY_MAX, KILN_BINARY_MIN, KILN_BINARY_POW };
+/// The ISAs the vectorized families are built for; every family has `__scalar`.
+#if defined(__x86_64__)
+#define KILN_VECTOR_ISAS(X) X(scalar) X(avx2)
+#else
+#define KILN_VECTOR_ISAS(X) X(scalar)
+#endif
+
+/// Binary ops: arithmetic (float32 and int64/int32), comparisons (bool out), logic (bool).
+#define KILN_BINARY_OPS(X) \
+    X(ADD, 1) X(SUB, 2) X(MUL, 3) X(DIV, 4) X(MAX, 5) X(MIN, 6) X(POW, 7) X(MOD, 8) \
+    X(EQUAL, 16) X(LESS, 17) X(LESS_OR_EQUAL, 18) X(GREATER, 19) X(GREATER_OR_EQUAL, 20) \
+    X(AND, 32) X(OR, 33) X(XOR, 34)
+#define KILN_DECLARE_BINARY(name, code) KILN_BINARY_##name = code,
+enum { KILN_BINARY_OPS(KILN_DECLARE_BINARY) };
+#undef KILN_DECLARE_BINARY
+
+/// Element types of the dtype-generic kernels.
+enum { KILN_DT_F32 = 1, KILN_DT_I64 = 2, KILN_DT_I32 = 3, KILN_DT_BOOL = 4, KILN_DT_F16 = 5, KILN_DT_F64 = 6, KILN_DT_U8 = 7, KILN_DT_I8 = 8 };
+
+/// Up to this many dims in the strided kernels (callers merge dims first).
+#define KILN_MAX_RANK 8
 
 void kiln_f32_unary__scalar(int op, size_t n, const float *x, float *y, float alpha, float beta);
 #if defined(__x86_64__)
@@ -158,10 +169,58 @@ void kiln_f32_unary__avx2(int op, size_t n, const float *x, float *y, float alph
 /// (xo, xi) per (outer, inner) step, z by (zo, zi).
 void kiln_f32_binary__scalar(int op, size_t outer, size_t inner, const float *x, size_t xo, size_t xi,
                              const float *z, size_t zo, size_t zi, float *y);
-void kiln_f32_softmax__scalar(size_t rows, size_t n, const float *x, float *y);
-void kiln_f32_layer_norm__scalar(size_t rows, size_t n, const float *x, const float *gamma, const float *beta,
-                                 float epsilon, float *y);
+
+/// Broadcasting binary op over `rank` dims (strides in elements, 0 where broadcast; y contiguous).
+/// `dtype` is the operands' type; comparisons and logic write bool (one byte).
+#define KILN_DECLARE_BINARY_ND(isa) \
+    void kiln_binary_nd__##isa(int op, int dtype, size_t rank, const size_t *shape, const void *x, const ptrdiff_t *xs, \
+                               const void *z, const ptrdiff_t *zs, void *y);
+KILN_VECTOR_ISAS(KILN_DECLARE_BINARY_ND)
+#undef KILN_DECLARE_BINARY_ND
+
+/// y = cond ? x : z with broadcasting (strides in elements), elements of `size` bytes.
+void kiln_where_nd__scalar(size_t size, size_t rank, const size_t *shape, const uint8_t *c, const ptrdiff_t *cs,
+                           const void *x, const ptrdiff_t *xs, const void *z, const ptrdiff_t *zs, void *y);
+
+/// Converts n elements between dtypes (KILN_DT_*); returns 0 when the pair is not supported.
+int kiln_cast__scalar(int from, int to, size_t n, const void *x, void *y);
+
+/// Copies a strided n-d block of `size`-byte elements (strides in bytes) into a strided one.
+void kiln_copy_nd__scalar(size_t size, size_t rank, const size_t *shape, const void *x, const ptrdiff_t *xs,
+                          void *y, const ptrdiff_t *ys);
+/// Fills n elements of `size` bytes with the value at `value`.
+void kiln_fill__scalar(size_t size, size_t n, const void *value, void *y);
+
+/// Reductions over the middle axis of [outer, n, inner]: y[outer, inner].
+enum { KILN_REDUCE_SUM = 1, KILN_REDUCE_MEAN, KILN_REDUCE_MAX, KILN_REDUCE_MIN, KILN_REDUCE_PROD, KILN_REDUCE_L2, KILN_REDUCE_SUM_SQUARE };
+/// Softmax-like maps over the middle axis of [outer, n, inner].
+enum { KILN_SOFTMAX = 1, KILN_LOG_SOFTMAX = 2 };
+#define KILN_DECLARE_NORM(isa) \
+    void kiln_f32_reduce__##isa(int op, size_t outer, size_t n, size_t inner, const float *x, float *y); \
+    void kiln_f32_softmax_nd__##isa(int op, size_t outer, size_t n, size_t inner, const float *x, float *y); \
+    void kiln_f32_layer_norm__##isa(size_t rows, size_t n, const float *x, const float *gamma, const float *beta, \
+                                    float epsilon, float *y);
+KILN_VECTOR_ISAS(KILN_DECLARE_NORM)
+#undef KILN_DECLARE_NORM
+/// argmax/argmin over the middle axis of [outer, n, inner] (first or last index of the extreme).
+void kiln_f32_arg_reduce__scalar(int largest, int select_last, size_t outer, size_t n, size_t inner, const float *x, int64_t *y);
+
+/// Gathers along the middle axis of [outer, n, inner] (elements of `size` bytes): y[outer, count, inner].
+/// Returns the first out-of-range index position + 1, or 0 when all indices are in range (negative ones wrap).
+size_t kiln_gather__scalar(size_t size, size_t outer, size_t n, size_t inner, const void *x, const int64_t *indices,
+                           size_t count, void *y);
+
+/// 2-D max or average pooling of [channels, h, w] images with padding (top, left, bottom, right), strides, dilations.
+/// `count_pad`: averages divide by the full window (padding counted), else by the cells inside.
+#define KILN_DECLARE_POOL(isa) \
+    void kiln_f32_pool2d__##isa(int max, int count_pad, size_t channels, size_t h, size_t w, const float *x, size_t kh, \
+                                size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t pb, \
+                                size_t pr, size_t oh, size_t ow, float *y);
+KILN_VECTOR_ISAS(KILN_DECLARE_POOL)
+#undef KILN_DECLARE_POOL
+
 void kiln_f32_global_average_pool__scalar(size_t channels, size_t n, const float *x, float *y);
+void kiln_f32_global_max_pool__scalar(size_t channels, size_t n, const float *x, float *y);
 /// Depthwise 2-D convolution over one image in CHW layout, with the epilogue.
 void kiln_f32_dwconv2d__scalar(size_t channels, size_t h, size_t w, const float *x,
                                size_t kh, size_t kw, const float *weight,

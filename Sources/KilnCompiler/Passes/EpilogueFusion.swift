@@ -5,8 +5,8 @@ import KilnFormat
 ///
 /// Before: `y = matmul(x, W); z = add(y, b); a = gelu(z)` — after: `a = matmul(x, W, b)`
 /// with attribute `kiln.activation = "gelu"`. Only values with a single reader fuse.
-/// Activations: relu, hard_swish, hard_sigmoid, gelu (erf form), sigmoid, tanh, and clip
-/// with constant bounds; their parameters become `kiln.alpha` / `kiln.beta`.
+/// Activations: the ``UnaryFunction``s that are activations (clip only with constant
+/// bounds); their parameters become `kiln.alpha` / `kiln.beta`.
 public struct EpilogueFusion: CompilerPass {
     /// `epilogue_fusion`.
     public static let name = "epilogue_fusion"
@@ -36,10 +36,9 @@ public struct EpilogueFusion: CompilerPass {
                         guard let b = unit.weight(other), b.shape.count == 1,
                               let w = unit.weight(op.inputs[1]), b.shape[0] == w.shape[1] else { continue }
                         fused.inputs.append(other)
-                    } else if op.attributes["kiln.activation"] == nil, let (name, alpha, beta) = activation(consumer) {
-                        fused.attributes["kiln.activation"] = .string(name)
-                        fused.attributes["kiln.alpha"] = .float(alpha)
-                        fused.attributes["kiln.beta"] = .float(beta)
+                    } else if op.attributes["kiln.activation"] == nil, let activation = UnaryFunction.of(consumer),
+                              activation.function.isActivation {
+                        UnaryFunction.fuse(activation, into: &fused)
                     } else {
                         continue
                     }
@@ -65,22 +64,6 @@ public struct EpilogueFusion: CompilerPass {
         case "linear": return w.shape.count == 2
         case "matmul": return w.shape.count == 2
         default: return false
-        }
-    }
-
-    func activation(_ op: Operation) -> (String, Double, Double)? {
-        let a = op.attributes
-        switch op.opType {
-        case "relu", "hard_swish", "sigmoid", "tanh": return (op.opType, 0, 0)
-        case "gelu": return (try? a.string("approximate", "none")) == "none" ? ("gelu", 0, 0) : nil
-        case "hard_sigmoid":
-            guard let alpha = try? a.float("alpha", 0.2), let beta = try? a.float("beta", 0.5) else { return nil }
-            return ("hard_sigmoid", alpha, beta)
-        case "clip":
-            guard op.inputs.count == 1, let lo = try? a.float("min", -Double.infinity),
-                  let hi = try? a.float("max", Double.infinity) else { return nil }
-            return ("clip", lo, hi)
-        default: return nil
         }
     }
 }

@@ -1,11 +1,12 @@
 import KilnFormat
 
-/// Chooses the kernel of every operation for the target arch and packs GEMM weights in
-/// that arch's panel layout.
+/// Chooses the kernel of every operation for the target arch (a ``KernelID`` of the family
+/// that fits the op and its element types, in the variant the arch runs) and packs GEMM
+/// weights in that arch's panel layout.
 ///
 /// Before: `y = linear(x, W[N, K], b)` — after: `y = linear(x, W@p16[K, N], b)` run by
-/// `f32_gemm_6x16__avx2`, where `W@p16` holds W's panels of 16 columns. Operations with
-/// no specialized kernel run the portable op set's `reference` kernel.
+/// `f32_gemm_6x16__avx2`, where `W@p16` holds W's panels of 16 columns. Operations no
+/// family fits (rare ops, unusual element types) run the portable op set's `reference` kernel.
 public struct Lowering: CompilerPass {
     /// `lowering`.
     public static let name = "lowering"
@@ -13,70 +14,120 @@ public struct Lowering: CompilerPass {
     /// Creates the pass.
     public init() {}
 
-    static let unary: Set<String> = [
-        "relu", "hard_swish", "hard_sigmoid", "gelu", "sigmoid", "tanh", "exp", "log", "erf", "sqrt", "reciprocal", "neg", "abs",
-    ]
-    static let binary: Set<String> = ["add", "sub", "mul", "div"]
+    /// Binary ops and the element types their kernels take.
+    static let arithmetic: Set<String> = ["add", "sub", "mul", "div", "pow", "max", "min", "mod"]
+    static let comparisons: Set<String> = ["equal", "less", "less_or_equal", "greater", "greater_or_equal"]
+    static let logic: Set<String> = ["and", "or", "xor"]
+    static let copies: Set<String> = ["transpose", "slice", "concat", "split", "expand", "tile", "pad"]
+    static let views: Set<String> = ["reshape", "flatten", "squeeze", "unsqueeze", "identity"]
+    static let generators: Set<String> = ["shape", "size", "constant", "constant_of_shape", "range"]
+    static let castable: Set<DataType> = [.float32, .float64, .int64, .int32, .int8, .uint8, .bool]
 
     /// Runs the pass.
     /// - Parameter unit: The unit to rewrite.
     /// - Throws: ``CompileError`` when a weight cannot be packed.
     public func apply(to unit: inout CompilationUnit) throws {
         let arch = unit.arch
-        let tile = String(arch.gemm.name.dropFirst("f32_gemm".count)) // e.g. "_6x16__avx2"
-        // Elementwise and depthwise kernels: the same C compiled for AVX2 on x86-64 v3 and up.
-        let vector = arch.family == "x86_64" && arch.level >= 3 ? "__avx2" : "__scalar"
         var packed: [String: String] = [:] // (weight + orientation) -> packed name
         for fi in unit.model.functions.indices {
             var f = unit.model.functions[fi]
-            var kernels: [String] = []
+            var types: [String: TensorType] = [:]
+            for a in f.inputs { types[a.name] = a.type }
+            for op in f.operations { for o in op.outputs { types[o.name] = o.type } }
+            func type(_ v: String) -> TensorType? { types[v] ?? unit.weight(v)?.type }
+            var kernels: [KernelID] = []
             for (i, op) in f.operations.enumerated() {
-                let float = op.outputs.count == 1 && op.outputs[0].type.dtype == .float32
-                var kernel = "reference"
-                if float, op.opType == "conv", op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4,
-                   case .dense = w.encoding, (try? op.attributes.int("group", 1)) == 1 {
-                    // Dense conv weights are already the A operand of a direct NCHW GEMM.
-                    kernel = "f32_conv2d_nchw" + tile
-                } else if float, op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), let o = orientation(op, w) {
-                    let key = "\(w.name)|\(o.label)|\(arch.gemm.nr)"
+                var family = family(op, unit, type)
+                if family == .gemm || family == .conv2d, let w = unit.weight(op.inputs[1]), let o = orientation(op, w) {
+                    let key = "\(w.name)|\(o.label)|\(arch.gemm.tile.nr)"
                     let name: String
                     if let existing = packed[key] {
                         name = existing
                     } else {
-                        name = unit.freshWeightName("\(w.name)@\(o.label)\(arch.gemm.nr)")
+                        name = unit.freshWeightName("\(w.name)@\(o.label)\(arch.gemm.tile.nr)")
                         do {
-                            unit.model.weights.append(try WeightPacking.pack(w, name: name, o.orientation, nr: arch.gemm.nr))
+                            unit.model.weights.append(try WeightPacking.pack(w, name: name, o.orientation, nr: arch.gemm.tile.nr))
                         } catch let e as CompileError {
                             throw CompileError("op '\(op.name)': \(e.reason)")
                         }
                         packed[key] = name
                     }
-                    var lowered = op
-                    lowered.inputs[1] = name
-                    f.operations[i] = lowered
-                    kernel = (op.opType == "conv" ? "f32_conv2d" : "f32_gemm") + tile
-                } else if float, op.opType == "conv", depthwise(op, unit) {
-                    kernel = "f32_dwconv2d" + vector
-                } else if float, op.opType == "matmul", op.inputs.count == 2 {
-                    kernel = "f32_matmul" + tile
-                } else if float, Lowering.binary.contains(op.opType) {
-                    kernel = "f32_binary__scalar"
-                } else if float, Lowering.unary.contains(op.opType) || (op.opType == "clip" && op.inputs.count == 1) {
-                    kernel = "f32_unary" + vector
-                } else if float, op.opType == "softmax" {
-                    kernel = "f32_softmax__scalar"
-                } else if float, op.opType == "layer_norm" {
-                    kernel = "f32_layer_norm__scalar"
-                } else if op.opType == "gather", op.inputs.count == 2, (try? op.attributes.int("axis", 0)) == 0,
-                          let data = unit.weight(op.inputs[0]), data.shape.count >= 1 {
-                    kernel = "gather_rows"
-                } else if float, op.opType == "global_average_pool" {
-                    kernel = "f32_global_average_pool__scalar"
+                    f.operations[i].inputs[1] = name
+                } else if family == .gemm || family == .conv2d {
+                    family = .reference
                 }
-                kernels.append(kernel)
+                kernels.append(arch.kernel(family))
             }
             unit.model.functions[fi] = f
             unit.kernels[f.name] = kernels
+        }
+    }
+
+    /// The kernel family that runs `op` on this unit, `reference` when none fits.
+    func family(_ op: Operation, _ unit: CompilationUnit, _ type: (String) -> TensorType?) -> KernelFamily {
+        let outputs = op.outputs.map(\.type)
+        let float = outputs.count == 1 && outputs[0].dtype == .float32
+        let inputTypes = op.inputs.map { $0.isEmpty ? nil : type($0) }
+        func input(_ i: Int) -> TensorType? { i < inputTypes.count ? inputTypes[i] : nil }
+        let notSubByte = (inputTypes.compactMap { $0 } + outputs).allSatisfy { !$0.dtype.isSubByte }
+        switch op.opType {
+        case "conv":
+            guard float, op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4,
+                  input(0)?.dtype == .float32, let group = try? op.attributes.int("group", 1) else { return .reference }
+            if group == 1 { if case .dense = w.encoding { return .conv2dNCHW } else { return .conv2d } }
+            return depthwise(op, unit) ? .depthwise : .reference
+        case "linear", "matmul":
+            guard float, op.inputs.count >= 2, input(0)?.dtype == .float32 else { return .reference }
+            if let w = unit.weight(op.inputs[1]), orientation(op, w) != nil { return .gemm }
+            return op.opType == "matmul" && op.inputs.count == 2 && input(1)?.dtype == .float32 ? .matmul : .reference
+        case _ where Lowering.arithmetic.contains(op.opType):
+            guard op.inputs.count == 2, let x = input(0), input(1)?.dtype == x.dtype, [.float32, .int64, .int32].contains(x.dtype),
+                  x.dtype == .float32 || op.opType != "pow" else { return .reference }
+            // Mod: fmod semantics for floats (fmod = 1 required), floored for integers (fmod = 0).
+            if op.opType == "mod", ((try? op.attributes.int("fmod", 0)) == 1) != (x.dtype == .float32) { return .reference }
+            return .binary
+        case _ where Lowering.comparisons.contains(op.opType):
+            guard op.inputs.count == 2, let x = input(0), input(1)?.dtype == x.dtype,
+                  [.float32, .int64, .int32].contains(x.dtype) || (x.dtype == .bool && op.opType == "equal") else { return .reference }
+            return .binary
+        case _ where Lowering.logic.contains(op.opType):
+            return input(0)?.dtype == .bool && input(1)?.dtype == .bool ? .binary : .reference
+        case "where":
+            return notSubByte && input(0)?.dtype == .bool ? .select : .reference
+        case "cast":
+            guard let x = input(0), let to = outputs.first?.dtype else { return .reference }
+            return (Lowering.castable.contains(x.dtype) || x.dtype == .float16 && to == .float32) && Lowering.castable.contains(to) ? .cast : .reference
+        case "softmax", "log_softmax":
+            return float && input(0)?.dtype == .float32 ? .softmax : .reference
+        case "layer_norm":
+            guard float, input(0)?.dtype == .float32, let rank = input(0)?.rank, let axis = try? op.attributes.int("axis", -1),
+                  axis == -1 || axis == rank - 1, op.inputs.count >= 2, input(1)?.dtype == .float32 else { return .reference }
+            return .layerNorm
+        case _ where OpSet.reduceNames.contains(op.opType):
+            return float && input(0)?.dtype == .float32 ? .reduce : .reference
+        case "argmax", "argmin":
+            return input(0)?.dtype == .float32 ? .argReduce : .reference
+        case "max_pool", "average_pool":
+            guard float, input(0)?.rank == 4, op.outputs.count == 1 else { return .reference }
+            return .pool2d
+        case "global_average_pool", "global_max_pool":
+            return float && (input(0)?.rank ?? 0) >= 3 ? .globalPool : .reference
+        case "gather":
+            return notSubByte && [.int64, .int32].contains(input(1)?.dtype) ? .gather : .reference
+        case "pad":
+            let mode = (try? op.attributes.string("mode", "constant")) ?? ""
+            return notSubByte && mode == "constant" ? .copy : .reference
+        case _ where Lowering.copies.contains(op.opType):
+            return notSubByte ? .copy : .reference
+        case _ where Lowering.views.contains(op.opType):
+            return notSubByte ? .view : .reference
+        case _ where Lowering.generators.contains(op.opType):
+            return notSubByte ? .generate : .reference
+        case "clip":
+            return float && input(0)?.dtype == .float32 ? .unary : .reference
+        default:
+            guard float, input(0)?.dtype == .float32, let unary = UnaryFunction.of(op) else { return .reference }
+            return unary.function == .identity ? .view : .unary
         }
     }
 

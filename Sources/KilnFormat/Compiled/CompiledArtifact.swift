@@ -69,11 +69,15 @@ public struct RuntimeVersion: Sendable, Comparable, CustomStringConvertible {
 /// Constants of the compiled-artifact layout.
 public enum CompiledFormat {
     /// The artifact format version this build writes and the newest it reads.
-    public static let currentVersion = 1
+    public static let currentVersion = 2
+    /// The oldest artifact format version this build reads (version 2 introduced the kernel catalog).
+    public static let oldestReadableVersion = 2
     /// The runtime version of this build.
-    public static let runtimeVersion = RuntimeVersion(0, 1)
+    public static let runtimeVersion = RuntimeVersion(0, 2)
+    /// The oldest runtime that can run what this compiler emits (the first with the kernel catalog).
+    public static let oldestCompatibleRuntime = RuntimeVersion(0, 2)
     /// The compiler version of this build.
-    public static let compilerVersion = "0.1.0"
+    public static let compilerVersion = "0.2.0"
     /// The artifact file extension.
     public static let fileExtension = "compiled"
     static let magic: [UInt8] = Array("KILNART\0".utf8)
@@ -182,7 +186,10 @@ public struct CompiledArtifact: Sendable {
         guard version <= CompiledFormat.currentVersion else {
             throw PackageError(field: "header", reason: "artifact format version \(version) is newer than this runtime reads (\(CompiledFormat.currentVersion))")
         }
-        guard version >= 1, Int(bytes.loadLE(UInt32.self, at: 12)) == size else {
+        guard version >= CompiledFormat.oldestReadableVersion else {
+            throw PackageError(field: "header", reason: "artifact format version \(version) predates this runtime's kernel catalog (it reads \(CompiledFormat.oldestReadableVersion)–\(CompiledFormat.currentVersion)); compile the package again")
+        }
+        guard Int(bytes.loadLE(UInt32.self, at: 12)) == size else {
             throw PackageError(field: "header", reason: "unsupported format version \(version) or header size")
         }
         func text(_ range: Range<Int>) throws -> String {

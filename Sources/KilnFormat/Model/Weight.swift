@@ -36,7 +36,7 @@ public final class ByteStorage: @unchecked Sendable {
     }
 
     /// Wraps memory kept alive by `owner` (for example a mapped file), without copying.
-    init(borrowing base: UnsafeRawPointer, count: Int, owner: AnyObject) {
+    package init(borrowing base: UnsafeRawPointer, count: Int, owner: AnyObject) {
         baseAddress = base
         self.count = count
         self.owner = owner

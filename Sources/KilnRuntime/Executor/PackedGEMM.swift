@@ -1,4 +1,5 @@
-import CKilnKernels
+@preconcurrency import CKilnKernels
+import KilnCompiler
 import KilnFormat
 
 /// A GEMM weight in its arch's packed layout, ready for `kiln_f32_gemm`.
@@ -12,12 +13,14 @@ struct PackedGEMM: @unchecked Sendable {
     var k: Int { b.k }
     var n: Int { b.n }
     var panels: Int { (b.n + b.nr - 1) / b.nr }
+    /// Scratch bytes one chunk needs (a decoded panel of a compressed weight).
+    var scratchBytes: Int { kiln_f32_gemm_scratch_bytes([b]) }
 
-    init(weight w: Weight, kernel: String) throws {
-        // f32_gemm_6x16__avx2 and f32_conv2d_6x16__avx2 both run the microkernel f32_gemm_6x16__avx2.
-        let (uk, mr, nr) = try CompiledExecutor.ukernel(named: "f32_gemm" + kernel.drop { $0 != "_" }.dropFirst().drop { $0 != "_" })
+    init(weight w: Weight, kernel id: KernelID) throws {
+        guard let uk = id.microkernel, let tile = id.tile else { throw OpError("microkernel \(id) is not available on this host") }
         ukernel = uk
-        self.mr = mr
+        mr = tile.mr
+        let nr = tile.nr
         guard w.shape.count == 2 else { throw OpError("packed weight '\(w.name)' has shape \(w.shape), expected [K, N]") }
         let (k, n) = (w.shape[0], w.shape[1])
         let panels = (n + nr - 1) / nr
@@ -71,40 +74,44 @@ struct PackedGEMM: @unchecked Sendable {
         self.b = b
     }
 
-    /// C[m × N] = epilogue(A[m × K] · B), split across threads by panels or by rows.
-    func run(a: UnsafePointer<Float>, lda: Int, m: Int, c: UnsafeMutablePointer<Float>, ldc: Int,
-             epilogue: kiln_epilogue, threads: Int) {
-        guard m > 0, n > 0 else { return }
-        let work = m * n * max(k, 1)
-        let parts = work < 1 << 15 ? 1 : threads
-        let chunks: [(Range<Int>, Range<Int>)] = panels >= parts
+    init(b: kiln_packed_b, ukernel: kiln_f32_gemm_ukernel, mr: Int) {
+        self.b = b
+        self.ukernel = ukernel
+        self.mr = mr
+        storage = []
+    }
+
+    /// How `m` rows split across threads: by panels when there are enough, else by rows.
+    func chunks(m: Int, threads: Int) -> [(rows: Range<Int>, panels: Range<Int>)] {
+        guard m > 0, n > 0 else { return [] }
+        let parts = m * n * max(k, 1) < 1 << 15 ? 1 : threads
+        return panels >= parts
             ? splitRanges(panels, parts: parts).map { (0 ..< m, $0) }
             : splitRanges(m, parts: parts, align: mr).map { ($0, 0 ..< panels) }
-        let scratchBytes = kiln_f32_gemm_scratch_bytes([b])
+    }
+
+    /// C[m × N] = epilogue(A[m × K] · B) over precomputed chunks; `scratch` holds
+    /// `scratchBytes` per chunk.
+    func run(a: UnsafePointer<Float>, lda: Int, c: UnsafeMutablePointer<Float>, ldc: Int, chunks: [(rows: Range<Int>, panels: Range<Int>)],
+             epilogue: kiln_epilogue, scratch: UnsafeMutableRawPointer?, threads: Int) {
+        let stride = scratchBytes
         parallelFor(chunks.count, threads: threads) { i in
             let (rows, cols) = chunks[i]
             var e = epilogue
             var packed = b
-            let scratch = scratchBytes > 0 ? UnsafeMutablePointer<Float>.allocate(capacity: scratchBytes / 4) : nil
-            defer { scratch?.deallocate() }
-            kiln_f32_gemm(ukernel, mr, &packed, a, lda, c, ldc, rows.lowerBound, rows.upperBound,
-                          cols.lowerBound, cols.upperBound, &e, scratch)
+            let s = stride > 0 ? scratch.map { ($0 + i * stride).assumingMemoryBound(to: Float.self) } : nil
+            kiln_f32_gemm(ukernel, mr, &packed, a, lda, c, ldc, rows.lowerBound, rows.upperBound, cols.lowerBound, cols.upperBound, &e, s)
         }
     }
 }
 
-/// Epilogue parameters read from an op's `kiln.activation` attributes.
+/// The epilogue of a lowered op: bias pointer set at run time, its fused activation (if any).
 func epilogue(_ op: KilnFormat.Operation) throws -> kiln_epilogue {
     var e = kiln_epilogue()
-    let name = try op.attributes.string("kiln.activation", "")
-    let codes: [String: Int32] = [
-        "": Int32(KILN_ACT_NONE), "relu": Int32(KILN_ACT_RELU), "hard_swish": Int32(KILN_ACT_HARD_SWISH),
-        "hard_sigmoid": Int32(KILN_ACT_HARD_SIGMOID), "gelu": Int32(KILN_ACT_GELU), "clip": Int32(KILN_ACT_CLIP),
-        "sigmoid": Int32(KILN_ACT_SIGMOID), "tanh": Int32(KILN_ACT_TANH),
-    ]
-    guard let code = codes[name] else { throw OpError("unknown fused activation '\(name)'") }
-    e.activation = code
-    e.alpha = Float(try op.attributes.float("kiln.alpha", 0))
-    e.beta = Float(try op.attributes.float("kiln.beta", 0))
+    if let a = try UnaryFunction.fused(in: op) {
+        e.activation = a.function.code
+        e.alpha = a.alpha
+        e.beta = a.beta
+    }
     return e
 }

@@ -12,6 +12,9 @@ public struct SpecializationOptions: Sendable {
     public var threads = ProcessInfo.processInfo.activeProcessorCount
     /// Where the specialized artifact lives in the cache.
     public var policy: SpecializationCache.Policy = .evictable
+    /// Run every input shape through one generic plan instead of a plan per concrete
+    /// input-shape signature. Does not change the artifact.
+    public var expectFrequentReshapes = false
 
     /// Creates options with the defaults.
     public init() {}
@@ -124,6 +127,7 @@ public final class SpecializationCache: Sendable {
                 explanation.specialization = note ?? "cache hit (\(path))"
                 var load = ModelLoadOptions()
                 load.threads = options.threads
+                load.expectFrequentReshapes = options.expectFrequentReshapes
                 return (Model(backend: .compiled(artifact), url: URL(fileURLWithPath: path), options: load,
                               explanation: explanation, bookmark: bookmark(key, p)), p)
             } catch {
@@ -166,6 +170,7 @@ public final class SpecializationCache: Sendable {
         let chunks = CompiledArtifact.serialize(header: header, plan: plan)
         var load = ModelLoadOptions()
         load.threads = options.threads
+        load.expectFrequentReshapes = options.expectFrequentReshapes
         if lockFD >= 0 {
             let target = artifactPath(key, options.policy)
             do {

@@ -1,0 +1,234 @@
+// Broadcasting binary ops (arithmetic, comparisons, logic), where, and casts. The inner
+// dimension's loop is written for the compiler to vectorize; each ISA variant is the same
+// C built with that ISA's target attribute.
+#include "kiln_kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+// One inner row: y[i] = x[i * xi] (op) z[i * zi], with the contiguous and broadcast cases
+// spelled out so they vectorize.
+#define KILN_ROW(T, OUT, expr) \
+    do { \
+        const T *xr = (const T *)xp; const T *zr = (const T *)zp; OUT *yr = (OUT *)yp; \
+        if (xi == 1 && zi == 1) { for (size_t i = 0; i < n; i++) { const T a = xr[i], b = zr[i]; yr[i] = (OUT)(expr); } } \
+        else if (xi == 1 && zi == 0) { const T b = zr[0]; for (size_t i = 0; i < n; i++) { const T a = xr[i]; yr[i] = (OUT)(expr); } } \
+        else if (xi == 0 && zi == 1) { const T a = xr[0]; for (size_t i = 0; i < n; i++) { const T b = zr[i]; yr[i] = (OUT)(expr); } } \
+        else { for (size_t i = 0; i < n; i++) { const T a = xr[i * xi], b = zr[i * zi]; yr[i] = (OUT)(expr); } } \
+    } while (0)
+
+static inline __attribute__((always_inline)) int64_t kiln_floor_div_i64(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+    return q;
+}
+
+static inline __attribute__((always_inline)) int64_t kiln_mod_i64(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+
+static inline __attribute__((always_inline)) void kiln_binary_row(int op, int dtype, size_t n, const void *xp, ptrdiff_t xi,
+                                                                  const void *zp, ptrdiff_t zi, void *yp) {
+    switch (dtype) {
+    case KILN_DT_F32:
+        switch (op) {
+        case KILN_BINARY_ADD: KILN_ROW(float, float, a + b); return;
+        case KILN_BINARY_SUB: KILN_ROW(float, float, a - b); return;
+        case KILN_BINARY_MUL: KILN_ROW(float, float, a * b); return;
+        case KILN_BINARY_DIV: KILN_ROW(float, float, a / b); return;
+        case KILN_BINARY_MAX: KILN_ROW(float, float, (a != a || b != b) ? a + b : (a > b ? a : b)); return;
+        case KILN_BINARY_MIN: KILN_ROW(float, float, (a != a || b != b) ? a + b : (a < b ? a : b)); return;
+        case KILN_BINARY_POW: KILN_ROW(float, float, b == 2.0f ? a * a : (b == 0.5f ? sqrtf(a) : powf(a, b))); return;
+        case KILN_BINARY_MOD: KILN_ROW(float, float, fmodf(a, b)); return;
+        case KILN_BINARY_EQUAL: KILN_ROW(float, uint8_t, a == b); return;
+        case KILN_BINARY_LESS: KILN_ROW(float, uint8_t, a < b); return;
+        case KILN_BINARY_LESS_OR_EQUAL: KILN_ROW(float, uint8_t, a <= b); return;
+        case KILN_BINARY_GREATER: KILN_ROW(float, uint8_t, a > b); return;
+        case KILN_BINARY_GREATER_OR_EQUAL: KILN_ROW(float, uint8_t, a >= b); return;
+        default: return;
+        }
+    case KILN_DT_I64:
+        switch (op) {
+        case KILN_BINARY_ADD: KILN_ROW(int64_t, int64_t, (int64_t)((uint64_t)a + (uint64_t)b)); return;
+        case KILN_BINARY_SUB: KILN_ROW(int64_t, int64_t, (int64_t)((uint64_t)a - (uint64_t)b)); return;
+        case KILN_BINARY_MUL: KILN_ROW(int64_t, int64_t, (int64_t)((uint64_t)a * (uint64_t)b)); return;
+        case KILN_BINARY_DIV: KILN_ROW(int64_t, int64_t, kiln_floor_div_i64(a, b)); return;
+        case KILN_BINARY_MAX: KILN_ROW(int64_t, int64_t, a > b ? a : b); return;
+        case KILN_BINARY_MIN: KILN_ROW(int64_t, int64_t, a < b ? a : b); return;
+        case KILN_BINARY_MOD: KILN_ROW(int64_t, int64_t, kiln_mod_i64(a, b)); return;
+        case KILN_BINARY_EQUAL: KILN_ROW(int64_t, uint8_t, a == b); return;
+        case KILN_BINARY_LESS: KILN_ROW(int64_t, uint8_t, a < b); return;
+        case KILN_BINARY_LESS_OR_EQUAL: KILN_ROW(int64_t, uint8_t, a <= b); return;
+        case KILN_BINARY_GREATER: KILN_ROW(int64_t, uint8_t, a > b); return;
+        case KILN_BINARY_GREATER_OR_EQUAL: KILN_ROW(int64_t, uint8_t, a >= b); return;
+        default: return;
+        }
+    case KILN_DT_I32:
+        switch (op) {
+        case KILN_BINARY_ADD: KILN_ROW(int32_t, int32_t, (int32_t)((uint32_t)a + (uint32_t)b)); return;
+        case KILN_BINARY_SUB: KILN_ROW(int32_t, int32_t, (int32_t)((uint32_t)a - (uint32_t)b)); return;
+        case KILN_BINARY_MUL: KILN_ROW(int32_t, int32_t, (int32_t)((uint32_t)a * (uint32_t)b)); return;
+        case KILN_BINARY_DIV: KILN_ROW(int32_t, int32_t, (int32_t)kiln_floor_div_i64(a, b)); return;
+        case KILN_BINARY_MAX: KILN_ROW(int32_t, int32_t, a > b ? a : b); return;
+        case KILN_BINARY_MIN: KILN_ROW(int32_t, int32_t, a < b ? a : b); return;
+        case KILN_BINARY_MOD: KILN_ROW(int32_t, int32_t, (int32_t)kiln_mod_i64(a, b)); return;
+        case KILN_BINARY_EQUAL: KILN_ROW(int32_t, uint8_t, a == b); return;
+        case KILN_BINARY_LESS: KILN_ROW(int32_t, uint8_t, a < b); return;
+        case KILN_BINARY_LESS_OR_EQUAL: KILN_ROW(int32_t, uint8_t, a <= b); return;
+        case KILN_BINARY_GREATER: KILN_ROW(int32_t, uint8_t, a > b); return;
+        case KILN_BINARY_GREATER_OR_EQUAL: KILN_ROW(int32_t, uint8_t, a >= b); return;
+        default: return;
+        }
+    case KILN_DT_BOOL:
+        switch (op) {
+        case KILN_BINARY_AND: KILN_ROW(uint8_t, uint8_t, (a != 0) & (b != 0)); return;
+        case KILN_BINARY_OR: KILN_ROW(uint8_t, uint8_t, (a != 0) | (b != 0)); return;
+        case KILN_BINARY_XOR: KILN_ROW(uint8_t, uint8_t, (a != 0) ^ (b != 0)); return;
+        case KILN_BINARY_EQUAL: KILN_ROW(uint8_t, uint8_t, (a != 0) == (b != 0)); return;
+        default: return;
+        }
+    default: return;
+    }
+}
+
+static size_t kiln_dtype_size(int dtype) {
+    switch (dtype) {
+    case KILN_DT_F32: case KILN_DT_I32: return 4;
+    case KILN_DT_I64: case KILN_DT_F64: return 8;
+    case KILN_DT_F16: return 2;
+    default: return 1;
+    }
+}
+
+static inline int kiln_is_predicate(int op) { return op >= KILN_BINARY_EQUAL; }
+
+static inline __attribute__((always_inline)) void kiln_binary_nd_body(int op, int dtype, size_t rank, const size_t *shape,
+                                                                      const void *x, const ptrdiff_t *xs, const void *z,
+                                                                      const ptrdiff_t *zs, void *y) {
+    const size_t es = kiln_dtype_size(dtype), ys = kiln_is_predicate(op) ? 1 : es;
+    if (rank == 0) { kiln_binary_row(op, dtype, 1, x, 0, z, 0, y); return; }
+    const size_t n = shape[rank - 1];
+    const ptrdiff_t xi = xs[rank - 1], zi = zs[rank - 1];
+    size_t rows = 1;
+    for (size_t d = 0; d + 1 < rank; d++) rows *= shape[d];
+    size_t index[KILN_MAX_RANK] = {0};
+    const char *xp = (const char *)x, *zp = (const char *)z;
+    char *yp = (char *)y;
+    for (size_t r = 0; r < rows; r++) {
+        kiln_binary_row(op, dtype, n, xp, xi, zp, zi, yp + r * n * ys);
+        // Odometer over the outer dims.
+        for (size_t d = rank - 1; d-- > 0;) {
+            xp += xs[d] * (ptrdiff_t)es;
+            zp += zs[d] * (ptrdiff_t)es;
+            if (++index[d] < shape[d]) break;
+            xp -= xs[d] * (ptrdiff_t)es * (ptrdiff_t)shape[d];
+            zp -= zs[d] * (ptrdiff_t)es * (ptrdiff_t)shape[d];
+            index[d] = 0;
+        }
+    }
+}
+
+void kiln_binary_nd__scalar(int op, int dtype, size_t rank, const size_t *shape, const void *x, const ptrdiff_t *xs,
+                            const void *z, const ptrdiff_t *zs, void *y) {
+    kiln_binary_nd_body(op, dtype, rank, shape, x, xs, z, zs, y);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma")))
+void kiln_binary_nd__avx2(int op, int dtype, size_t rank, const size_t *shape, const void *x, const ptrdiff_t *xs,
+                          const void *z, const ptrdiff_t *zs, void *y) {
+    kiln_binary_nd_body(op, dtype, rank, shape, x, xs, z, zs, y);
+}
+#endif
+
+void kiln_where_nd__scalar(size_t size, size_t rank, const size_t *shape, const uint8_t *c, const ptrdiff_t *cs,
+                           const void *x, const ptrdiff_t *xs, const void *z, const ptrdiff_t *zs, void *y) {
+    size_t total = 1;
+    for (size_t d = 0; d < rank; d++) total *= shape[d];
+    size_t index[KILN_MAX_RANK] = {0};
+    ptrdiff_t co = 0, xo = 0, zo = 0;
+    char *yp = (char *)y;
+    for (size_t i = 0; i < total; i++) {
+        const char *src = c[co] ? (const char *)x + xo * (ptrdiff_t)size : (const char *)z + zo * (ptrdiff_t)size;
+        memcpy(yp + i * size, src, size);
+        for (size_t d = rank; d-- > 0;) {
+            co += cs[d]; xo += xs[d]; zo += zs[d];
+            if (++index[d] < shape[d]) break;
+            co -= cs[d] * (ptrdiff_t)shape[d]; xo -= xs[d] * (ptrdiff_t)shape[d]; zo -= zs[d] * (ptrdiff_t)shape[d];
+            index[d] = 0;
+        }
+    }
+}
+
+static inline float kiln_half_to_float(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0) {
+        if (mant == 0) { bits = sign; }
+        else { // subnormal
+            float v = (float)mant / 16777216.0f; // 2^-24
+            memcpy(&bits, &v, 4);
+            bits |= sign;
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 112) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+// Reads element i of type `from` as double (exact for every supported integer below 2^53
+// and every float), or as int64 for integer targets.
+static inline double kiln_read_f(int from, const void *x, size_t i) {
+    switch (from) {
+    case KILN_DT_F32: return ((const float *)x)[i];
+    case KILN_DT_F64: return ((const double *)x)[i];
+    case KILN_DT_F16: return kiln_half_to_float(((const uint16_t *)x)[i]);
+    case KILN_DT_I64: return (double)((const int64_t *)x)[i];
+    case KILN_DT_I32: return ((const int32_t *)x)[i];
+    case KILN_DT_U8: case KILN_DT_BOOL: return ((const uint8_t *)x)[i];
+    case KILN_DT_I8: return ((const int8_t *)x)[i];
+    default: return 0;
+    }
+}
+
+static inline int64_t kiln_read_i(int from, const void *x, size_t i) {
+    switch (from) {
+    case KILN_DT_I64: return ((const int64_t *)x)[i];
+    case KILN_DT_I32: return ((const int32_t *)x)[i];
+    case KILN_DT_U8: case KILN_DT_BOOL: return ((const uint8_t *)x)[i];
+    case KILN_DT_I8: return ((const int8_t *)x)[i];
+    default: {
+        const double v = kiln_read_f(from, x, i);
+        // Float to integer truncates toward zero; out-of-range and NaN give INT64_MIN (as x86 does).
+        if (!(v > -9223372036854775808.0 && v < 9223372036854775808.0)) return INT64_MIN;
+        return (int64_t)v;
+    }
+    }
+}
+
+int kiln_cast__scalar(int from, int to, size_t n, const void *x, void *y) {
+    if (from == KILN_DT_F16 && to != KILN_DT_F32) return 0;
+    if (to == KILN_DT_F16) return 0;
+    switch (to) {
+    case KILN_DT_F32:
+        if (from == KILN_DT_F32) { memcpy(y, x, n * 4); return 1; }
+        if (from == KILN_DT_I64) { for (size_t i = 0; i < n; i++) ((float *)y)[i] = (float)((const int64_t *)x)[i]; return 1; }
+        for (size_t i = 0; i < n; i++) ((float *)y)[i] = (float)kiln_read_f(from, x, i);
+        return 1;
+    case KILN_DT_F64: for (size_t i = 0; i < n; i++) ((double *)y)[i] = kiln_read_f(from, x, i); return 1;
+    case KILN_DT_I64: for (size_t i = 0; i < n; i++) ((int64_t *)y)[i] = kiln_read_i(from, x, i); return 1;
+    case KILN_DT_I32: for (size_t i = 0; i < n; i++) ((int32_t *)y)[i] = (int32_t)kiln_read_i(from, x, i); return 1;
+    case KILN_DT_I8: for (size_t i = 0; i < n; i++) ((int8_t *)y)[i] = (int8_t)kiln_read_i(from, x, i); return 1;
+    case KILN_DT_U8: for (size_t i = 0; i < n; i++) ((uint8_t *)y)[i] = (uint8_t)kiln_read_i(from, x, i); return 1;
+    case KILN_DT_BOOL: for (size_t i = 0; i < n; i++) ((uint8_t *)y)[i] = kiln_read_f(from, x, i) != 0; return 1;
+    default: return 0;
+    }
+}

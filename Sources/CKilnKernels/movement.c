@@ -1,0 +1,90 @@
+// Data movement: strided n-d copies (transpose, slice, concat, split, pad, expand and tile
+// are all one of these), fills and gathers. Byte-generic over element sizes.
+#include "kiln_kernels.h"
+
+#include <string.h>
+
+static inline void kiln_copy_elements(size_t size, size_t n, const char *x, ptrdiff_t xs, char *y, ptrdiff_t ys) {
+    if (xs == (ptrdiff_t)size && ys == (ptrdiff_t)size) { memcpy(y, x, n * size); return; }
+    switch (size) {
+    case 4: for (size_t i = 0; i < n; i++) *(uint32_t *)(y + i * ys) = *(const uint32_t *)(x + i * xs); return;
+    case 8: for (size_t i = 0; i < n; i++) *(uint64_t *)(y + i * ys) = *(const uint64_t *)(x + i * xs); return;
+    case 2: for (size_t i = 0; i < n; i++) *(uint16_t *)(y + i * ys) = *(const uint16_t *)(x + i * xs); return;
+    case 1: for (size_t i = 0; i < n; i++) y[i * ys] = x[i * xs]; return;
+    default: for (size_t i = 0; i < n; i++) memcpy(y + i * ys, x + i * xs, size); return;
+    }
+}
+
+// A 2-D transposing copy in 16x16 blocks (both strides non-unit in one operand each).
+static void kiln_copy_2d_blocked(size_t size, size_t rows, size_t cols, const char *x, ptrdiff_t xr, ptrdiff_t xc, char *y,
+                                 ptrdiff_t yr, ptrdiff_t yc) {
+    const size_t t = 16;
+    for (size_t r0 = 0; r0 < rows; r0 += t) {
+        const size_t r1 = r0 + t < rows ? r0 + t : rows;
+        for (size_t c0 = 0; c0 < cols; c0 += t) {
+            const size_t c1 = c0 + t < cols ? c0 + t : cols;
+            for (size_t r = r0; r < r1; r++)
+                kiln_copy_elements(size, c1 - c0, x + r * xr + c0 * xc, xc, y + r * yr + c0 * yc, yc);
+        }
+    }
+}
+
+void kiln_copy_nd__scalar(size_t size, size_t rank, const size_t *shape, const void *x, const ptrdiff_t *xs, void *y,
+                          const ptrdiff_t *ys) {
+    for (size_t d = 0; d < rank; d++) if (shape[d] == 0) return;
+    if (rank == 0) { memcpy(y, x, size); return; }
+    const char *xp = (const char *)x;
+    char *yp = (char *)y;
+    // The last two dims go to the inner kernel (blocked when it transposes), the rest odometer.
+    const size_t inner_dims = rank >= 2 ? 2 : 1;
+    size_t rows = 1;
+    for (size_t d = 0; d + inner_dims < rank; d++) rows *= shape[d];
+    size_t index[KILN_MAX_RANK] = {0};
+    for (size_t r = 0; r < rows; r++) {
+        if (inner_dims == 2) {
+            const size_t a = rank - 2, b = rank - 1;
+            const int transposing = xs[b] != (ptrdiff_t)size && ys[b] == (ptrdiff_t)size && shape[a] > 1;
+            if (transposing) kiln_copy_2d_blocked(size, shape[a], shape[b], xp, xs[a], xs[b], yp, ys[a], ys[b]);
+            else for (size_t i = 0; i < shape[a]; i++) kiln_copy_elements(size, shape[b], xp + i * xs[a], xs[b], yp + i * ys[a], ys[b]);
+        } else {
+            kiln_copy_elements(size, shape[rank - 1], xp, xs[rank - 1], yp, ys[rank - 1]);
+        }
+        for (size_t d = rank - inner_dims; d-- > 0;) {
+            xp += xs[d];
+            yp += ys[d];
+            if (++index[d] < shape[d]) break;
+            xp -= xs[d] * (ptrdiff_t)shape[d];
+            yp -= ys[d] * (ptrdiff_t)shape[d];
+            index[d] = 0;
+        }
+    }
+}
+
+void kiln_fill__scalar(size_t size, size_t n, const void *value, void *y) {
+    char *yp = (char *)y;
+    switch (size) {
+    case 4: { uint32_t v; memcpy(&v, value, 4); for (size_t i = 0; i < n; i++) ((uint32_t *)y)[i] = v; return; }
+    case 8: { uint64_t v; memcpy(&v, value, 8); for (size_t i = 0; i < n; i++) ((uint64_t *)y)[i] = v; return; }
+    case 1: memset(y, *(const uint8_t *)value, n); return;
+    default: for (size_t i = 0; i < n; i++) memcpy(yp + i * size, value, size); return;
+    }
+}
+
+size_t kiln_gather__scalar(size_t size, size_t outer, size_t n, size_t inner, const void *x, const int64_t *indices,
+                           size_t count, void *y) {
+    const size_t row = inner * size;
+    for (size_t j = 0; j < count; j++) {
+        const int64_t i = indices[j];
+        if (i < -(int64_t)n || i >= (int64_t)n) return j + 1;
+    }
+    const char *xp = (const char *)x;
+    char *yp = (char *)y;
+    for (size_t o = 0; o < outer; o++) {
+        for (size_t j = 0; j < count; j++) {
+            int64_t i = indices[j];
+            if (i < 0) i += (int64_t)n;
+            memcpy(yp + (o * count + j) * row, xp + (o * n + (size_t)i) * row, row);
+        }
+    }
+    return 0;
+}

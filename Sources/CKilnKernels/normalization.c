@@ -1,0 +1,189 @@
+// Reductions, softmax / log-softmax over any axis, layer normalization, arg-reductions and
+// global pooling. Layout: [outer, n, inner] with the reduced axis in the middle; the inner
+// loops are written for the compiler to vectorize, built once per ISA.
+#include "kiln_kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kiln_math.h"
+
+static inline __attribute__((always_inline)) void kiln_reduce_body(int op, size_t outer, size_t n, size_t inner,
+                                                                   const float *x, float *y) {
+    for (size_t o = 0; o < outer; o++) {
+        const float *xo = x + o * n * inner;
+        float *yo = y + o * inner;
+        if (inner == 1) {
+            // Contiguous rows: several partial accumulators so the loop vectorizes.
+            float acc;
+            switch (op) {
+            case KILN_REDUCE_MAX: case KILN_REDUCE_MIN: {
+                acc = n ? xo[0] : (op == KILN_REDUCE_MAX ? -INFINITY : INFINITY);
+                for (size_t i = 1; i < n; i++) {
+                    const float v = xo[i];
+                    if (v != v) { acc = v; break; }
+                    acc = op == KILN_REDUCE_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
+                }
+                break;
+            }
+            case KILN_REDUCE_PROD: acc = 1; for (size_t i = 0; i < n; i++) acc *= xo[i]; break;
+            case KILN_REDUCE_L2: case KILN_REDUCE_SUM_SQUARE: {
+                double s = 0;
+                for (size_t i = 0; i < n; i++) s += (double)xo[i] * xo[i];
+                acc = op == KILN_REDUCE_L2 ? (float)sqrt(s) : (float)s;
+                break;
+            }
+            default: {
+                double s = 0;
+                for (size_t i = 0; i < n; i++) s += xo[i];
+                acc = op == KILN_REDUCE_MEAN ? (float)(s / (double)n) : (float)s;
+                break;
+            }
+            }
+            yo[0] = acc;
+            continue;
+        }
+        switch (op) {
+        case KILN_REDUCE_MAX: case KILN_REDUCE_MIN:
+            if (n == 0) { for (size_t i = 0; i < inner; i++) yo[i] = op == KILN_REDUCE_MAX ? -INFINITY : INFINITY; break; }
+            memcpy(yo, xo, inner * sizeof(float));
+            for (size_t r = 1; r < n; r++) {
+                const float *xr = xo + r * inner;
+                if (op == KILN_REDUCE_MAX)
+                    for (size_t i = 0; i < inner; i++) yo[i] = (xr[i] > yo[i] || xr[i] != xr[i]) ? xr[i] : yo[i];
+                else
+                    for (size_t i = 0; i < inner; i++) yo[i] = (xr[i] < yo[i] || xr[i] != xr[i]) ? xr[i] : yo[i];
+            }
+            break;
+        case KILN_REDUCE_PROD:
+            for (size_t i = 0; i < inner; i++) yo[i] = 1;
+            for (size_t r = 0; r < n; r++) for (size_t i = 0; i < inner; i++) yo[i] *= xo[r * inner + i];
+            break;
+        case KILN_REDUCE_L2: case KILN_REDUCE_SUM_SQUARE:
+            for (size_t i = 0; i < inner; i++) yo[i] = 0;
+            for (size_t r = 0; r < n; r++) for (size_t i = 0; i < inner; i++) { const float v = xo[r * inner + i]; yo[i] += v * v; }
+            if (op == KILN_REDUCE_L2) for (size_t i = 0; i < inner; i++) yo[i] = sqrtf(yo[i]);
+            break;
+        default: {
+            for (size_t i = 0; i < inner; i++) yo[i] = 0;
+            for (size_t r = 0; r < n; r++) for (size_t i = 0; i < inner; i++) yo[i] += xo[r * inner + i];
+            if (op == KILN_REDUCE_MEAN) { const float inv = 1.0f / (float)n; for (size_t i = 0; i < inner; i++) yo[i] *= inv; }
+            break;
+        }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void kiln_softmax_row(int op, size_t n, const float *x, float *y) {
+    float m = -INFINITY;
+    for (size_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    float sum = 0;
+    if (op == KILN_LOG_SOFTMAX) {
+        for (size_t i = 0; i < n; i++) sum += kiln_exp(x[i] - m);
+        const float l = m + logf(sum);
+        for (size_t i = 0; i < n; i++) y[i] = x[i] - l;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const float e = kiln_exp(x[i] - m);
+        y[i] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / sum;
+    for (size_t i = 0; i < n; i++) y[i] *= inv;
+}
+
+static inline __attribute__((always_inline)) void kiln_softmax_body(int op, size_t outer, size_t n, size_t inner,
+                                                                    const float *x, float *y) {
+    if (inner == 1) {
+        for (size_t o = 0; o < outer; o++) kiln_softmax_row(op, n, x + o * n, y + o * n);
+        return;
+    }
+    // Strided axis: columns of [n, inner] handled together so the inner loop vectorizes.
+    for (size_t o = 0; o < outer; o++) {
+        const float *xo = x + o * n * inner;
+        float *yo = y + o * n * inner;
+        float mx[256], sum[256];
+        for (size_t i0 = 0; i0 < inner; i0 += 256) {
+            const size_t w = inner - i0 < 256 ? inner - i0 : 256;
+            for (size_t i = 0; i < w; i++) { mx[i] = -INFINITY; sum[i] = 0; }
+            for (size_t r = 0; r < n; r++) for (size_t i = 0; i < w; i++) { const float v = xo[r * inner + i0 + i]; mx[i] = v > mx[i] ? v : mx[i]; }
+            for (size_t r = 0; r < n; r++) for (size_t i = 0; i < w; i++) sum[i] += kiln_exp(xo[r * inner + i0 + i] - mx[i]);
+            if (op == KILN_LOG_SOFTMAX) {
+                for (size_t i = 0; i < w; i++) mx[i] += logf(sum[i]);
+                for (size_t r = 0; r < n; r++) for (size_t i = 0; i < w; i++) yo[r * inner + i0 + i] = xo[r * inner + i0 + i] - mx[i];
+            } else {
+                for (size_t i = 0; i < w; i++) sum[i] = 1.0f / sum[i];
+                for (size_t r = 0; r < n; r++) for (size_t i = 0; i < w; i++)
+                    yo[r * inner + i0 + i] = kiln_exp(xo[r * inner + i0 + i] - mx[i]) * sum[i];
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void kiln_layer_norm_body(size_t rows, size_t n, const float *x, const float *gamma,
+                                                                       const float *beta, float epsilon, float *y) {
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        float sum = 0;
+        for (size_t i = 0; i < n; i++) sum += xr[i];
+        const float mean = sum / (float)n;
+        float var = 0;
+        for (size_t i = 0; i < n; i++) { const float d = xr[i] - mean; var += d * d; }
+        const float inv = 1.0f / sqrtf(var / (float)n + epsilon);
+        if (beta) for (size_t i = 0; i < n; i++) yr[i] = (xr[i] - mean) * inv * gamma[i] + beta[i];
+        else for (size_t i = 0; i < n; i++) yr[i] = (xr[i] - mean) * inv * gamma[i];
+    }
+}
+
+#define KILN_DEFINE_NORM(isa, target) \
+    target void kiln_f32_reduce__##isa(int op, size_t outer, size_t n, size_t inner, const float *x, float *y) { \
+        kiln_reduce_body(op, outer, n, inner, x, y); \
+    } \
+    target void kiln_f32_softmax_nd__##isa(int op, size_t outer, size_t n, size_t inner, const float *x, float *y) { \
+        kiln_softmax_body(op, outer, n, inner, x, y); \
+    } \
+    target void kiln_f32_layer_norm__##isa(size_t rows, size_t n, const float *x, const float *gamma, const float *beta, \
+                                           float epsilon, float *y) { \
+        kiln_layer_norm_body(rows, n, x, gamma, beta, epsilon, y); \
+    }
+
+KILN_DEFINE_NORM(scalar, )
+#if defined(__x86_64__)
+KILN_DEFINE_NORM(avx2, __attribute__((target("avx2,fma"))))
+#endif
+
+void kiln_f32_arg_reduce__scalar(int largest, int select_last, size_t outer, size_t n, size_t inner, const float *x, int64_t *y) {
+    for (size_t o = 0; o < outer; o++) {
+        for (size_t i = 0; i < inner; i++) {
+            const float *xp = x + o * n * inner + i;
+            size_t best = 0;
+            float bv = n ? xp[0] : 0;
+            for (size_t r = 1; r < n; r++) {
+                const float v = xp[r * inner];
+                const int better = largest ? (select_last ? v >= bv : v > bv) : (select_last ? v <= bv : v < bv);
+                if (better) { best = r; bv = v; }
+            }
+            y[o * inner + i] = (int64_t)best;
+        }
+    }
+}
+
+void kiln_f32_global_average_pool__scalar(size_t channels, size_t n, const float *x, float *y) {
+    for (size_t c = 0; c < channels; c++) {
+        float sum = 0;
+        const float *xc = x + c * n;
+        for (size_t i = 0; i < n; i++) sum += xc[i];
+        y[c] = sum / (float)n;
+    }
+}
+
+void kiln_f32_global_max_pool__scalar(size_t channels, size_t n, const float *x, float *y) {
+    for (size_t c = 0; c < channels; c++) {
+        float m = -INFINITY;
+        const float *xc = x + c * n;
+        for (size_t i = 0; i < n; i++) m = xc[i] > m ? xc[i] : m;
+        y[c] = m;
+    }
+}

@@ -1,0 +1,181 @@
+import CKilnKernels
+
+/// An instruction set a kernel variant is built for.
+public enum ISA: String, Sendable, Hashable, CaseIterable, Comparable {
+    case scalar, avx2, avx512, neon
+
+    /// Feature bits (`KILN_CPU_*`) a host needs to run this ISA's kernels.
+    package var requiredFeatures: UInt32 {
+        switch self {
+        case .scalar: return 0
+        case .avx2: return UInt32(KILN_CPU_X86_V3)
+        case .avx512: return UInt32(KILN_CPU_X86_V4)
+        case .neon: return UInt32(KILN_CPU_NEON)
+        }
+    }
+
+    /// Whether this host runs the ISA's kernels (CPUID and OS-enabled state, detected once).
+    public var isRunnableOnHost: Bool {
+        switch self {
+        case .scalar: return true
+        case .avx2, .avx512:
+            #if arch(x86_64)
+            return kiln_cpu_features() & requiredFeatures == requiredFeatures
+            #else
+            return false
+            #endif
+        case .neon:
+            #if arch(arm64)
+            return kiln_cpu_features() & requiredFeatures == requiredFeatures
+            #else
+            return false
+            #endif
+        }
+    }
+
+    public static func < (a: ISA, b: ISA) -> Bool {
+        allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
+    }
+}
+
+/// Rows × columns of a GEMM microkernel's output tile.
+public struct GEMMTile: Sendable, Hashable, CustomStringConvertible {
+    /// Rows of A per microkernel call.
+    public let mr: Int
+    /// Columns per packed panel of B.
+    public let nr: Int
+
+    /// `6x16`.
+    public var description: String { "\(mr)x\(nr)" }
+}
+
+/// What a kernel computes. The raw value is the family's stem in wire names.
+public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
+    /// `linear`/`matmul` on a weight packed in panels (tiled).
+    case gemm = "f32_gemm"
+    /// `conv` with a packed (possibly compressed) weight: im2col, then the GEMM (tiled).
+    case conv2d = "f32_conv2d"
+    /// Dense `conv`: the weight rows times the image's (im2col) panels (tiled).
+    case conv2dNCHW = "f32_conv2d_nchw"
+    /// `matmul` of two activations, B packed per run (tiled).
+    case matmul = "f32_matmul"
+    /// Depthwise `conv`.
+    case depthwise = "f32_dwconv2d"
+    /// Elementwise float32 functions (``UnaryFunction``).
+    case unary = "f32_unary"
+    /// Broadcasting arithmetic, comparisons and logic on float32, int64, int32 and bool.
+    case binary = "binary"
+    /// `where` with broadcasting.
+    case select = "where"
+    /// `cast` between numeric types.
+    case cast = "cast"
+    /// `softmax` and `log_softmax` on any axis.
+    case softmax = "f32_softmax"
+    /// `layer_norm` over the last axis.
+    case layerNorm = "f32_layer_norm"
+    /// `reduce_*` over contiguous axes.
+    case reduce = "f32_reduce"
+    /// `argmax`/`argmin`.
+    case argReduce = "f32_arg_reduce"
+    /// `max_pool`/`average_pool` in 2-D.
+    case pool2d = "f32_pool2d"
+    /// `global_average_pool`/`global_max_pool`.
+    case globalPool = "f32_global_pool"
+    /// `gather` along one axis.
+    case gather = "gather"
+    /// Strided copies: `transpose`, `slice`, `concat`, `split`, `pad` (constant), `expand`, `tile`.
+    case copy = "copy"
+    /// Zero-copy `reshape`, `flatten`, `squeeze`, `unsqueeze`, `identity`.
+    case view = "view"
+    /// `shape`, `size`, `constant`, `constant_of_shape`, `range`: values made from shapes,
+    /// scalars and attributes (folded into constants by a shape-specialized plan).
+    case generate = "generate"
+    /// The reference interpreter's kernel for the op.
+    case reference = "reference"
+
+    /// Whether the family's kernels are named by a GEMM tile.
+    public var isTiled: Bool {
+        switch self {
+        case .gemm, .conv2d, .conv2dNCHW, .matmul: return true
+        default: return false
+        }
+    }
+
+    /// The ISAs this family is built for, on any host (C variants and their Swift bindings).
+    public var isas: [ISA] {
+        switch self {
+        case .gemm, .conv2d, .conv2dNCHW, .matmul: return ISA.allCases
+        case .unary, .binary, .depthwise, .softmax, .layerNorm, .reduce, .pool2d: return [.scalar, .avx2]
+        case .reference: return []
+        default: return [.scalar]
+        }
+    }
+}
+
+/// One kernel of the catalog: family, tile (for GEMM families) and ISA. Its description is
+/// the wire name stored in compiled plans (`f32_gemm_6x16__avx2`, `binary__avx2`,
+/// `reference`); plans are read back by looking the name up in ``KernelID/catalog``, never
+/// by parsing it.
+public struct KernelID: Sendable, Hashable, CustomStringConvertible {
+    /// What it computes.
+    public let family: KernelFamily
+    /// The GEMM tile, for tiled families.
+    public let tile: GEMMTile?
+    /// The instruction set.
+    public let isa: ISA
+
+    /// The reference interpreter's kernel.
+    public static let reference = KernelID(family: .reference, tile: nil, isa: .scalar)
+
+    init(family: KernelFamily, tile: GEMMTile? = nil, isa: ISA) {
+        self.family = family
+        self.tile = tile
+        self.isa = isa
+    }
+
+    /// The wire name.
+    public var description: String {
+        if family == .reference { return family.rawValue }
+        if let tile { return "\(family.rawValue)_\(tile)__\(isa.rawValue)" }
+        return "\(family.rawValue)__\(isa.rawValue)"
+    }
+
+    /// The GEMM microkernels built into this runtime (any host): tile and ISA.
+    public static let microkernels: [(tile: GEMMTile, isa: ISA)] = [
+        (GEMMTile(mr: 4, nr: 8), .scalar), (GEMMTile(mr: 6, nr: 16), .avx2), (GEMMTile(mr: 8, nr: 16), .avx512),
+        (GEMMTile(mr: 4, nr: 8), .neon),
+    ]
+
+    /// Every kernel a plan may name.
+    public static let catalog: [KernelID] = KernelFamily.allCases.flatMap { family -> [KernelID] in
+        if family == .reference { return [.reference] }
+        if family.isTiled { return microkernels.map { KernelID(family: family, tile: $0.tile, isa: $0.isa) } }
+        return family.isas.map { KernelID(family: family, isa: $0) }
+    }
+
+    private static let byWireName: [String: KernelID] = Dictionary(catalog.map { ($0.description, $0) }, uniquingKeysWith: { a, _ in a })
+
+    /// The catalog's kernel of this wire name.
+    /// - Parameter wireName: A name from a compiled plan.
+    /// - Returns: The kernel, or `nil` when this runtime has no such kernel.
+    public init?(wireName: String) {
+        guard let id = KernelID.byWireName[wireName] else { return nil }
+        self = id
+    }
+
+    /// The C microkernel of a tiled kernel, when this build and host have it.
+    package var microkernel: kiln_f32_gemm_ukernel? {
+        guard let tile, isa.isRunnableOnHost else { return nil }
+        switch (tile.mr, tile.nr, isa) {
+        case (4, 8, .scalar): return kiln_f32_gemm_4x8__scalar
+        #if arch(x86_64)
+        case (6, 16, .avx2): return kiln_f32_gemm_6x16__avx2
+        case (8, 16, .avx512): return kiln_f32_gemm_8x16__avx512
+        #endif
+        #if arch(arm64)
+        case (4, 8, .neon): return kiln_f32_gemm_4x8__neon
+        #endif
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,221 @@
+import Dispatch
+import Foundation
+import KilnCompiler
+import KilnFormat
+import KilnReference
+
+/// Runs one function of a compiled artifact. Its steps are prepared once when the function
+/// loads. The first run with a new set of input shapes runs them generically (shapes worked
+/// out step by step, results allocated) and records what it saw; from that record a
+/// ``ShapePlan`` is built — shape arithmetic folded, every buffer at an arena offset — and
+/// later runs with those shapes use it: no allocation or lookup per step. Runs may overlap.
+final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
+    /// One prepared step.
+    struct Step: Sendable {
+        var name: String
+        var opType: String
+        var kernel: any StepKernel
+        var reference: ReferenceKernel
+        var inputs: [Int]
+        var outputs: [Int]
+    }
+
+    let function: Function
+    let steps: [Step]
+    let slotCount: Int
+    let constants: [Int: NDArray]
+    let inputSlots: [Int]
+    let outputSlots: [Int]
+    let threads: Int
+    /// One generic plan for every shape instead of a plan per input-shape signature.
+    let frequentReshapes: Bool
+    private let plans = PlanCache(capacity: 8)
+    let profile: StepProfile?
+
+    deinit { profile?.report(steps.map { "\($0.name) [\($0.kernel.id)]" }) }
+
+    init(plan: CompiledPlan, function index: Int, threads: Int, frequentReshapes: Bool) throws {
+        let f = plan.model.functions[index], fp = plan.functions[index]
+        function = f
+        self.threads = max(1, threads)
+        self.frequentReshapes = frequentReshapes
+        slotCount = fp.slotCount
+        inputSlots = fp.inputSlots
+        outputSlots = fp.outputSlots
+        let kernels = try fp.steps.map { s -> KernelID in
+            guard let id = KernelID(wireName: s.kernel) else {
+                throw InferenceError(function: f.name, reason: "unknown kernel '\(s.kernel)'; this runtime has \(KernelID.catalog.count) kernels")
+            }
+            return id
+        }
+        let weightBySlot = Dictionary(fp.weights.map { ($0.slot, plan.model.weights[$0.weight]) }, uniquingKeysWith: { a, _ in a })
+        // Weights a packed GEMM reads stay packed; the rest are decoded once (dense float32 ones are views of the mapping).
+        let packedSlots = Set(zip(fp.steps, kernels).filter { $0.1.family == .gemm || $0.1.family == .conv2d }.compactMap { $0.0.inputs.count > 1 ? $0.0.inputs[1] : nil })
+        var constants: [Int: NDArray] = [:]
+        for (slot, w) in weightBySlot where !packedSlots.contains(slot) {
+            do {
+                constants[slot] = try WeightDecoding.dense(w)
+            } catch let e as OpError {
+                throw InferenceError(function: f.name, reason: "weight '\(w.name)': \(e.reason)")
+            }
+        }
+        self.constants = constants
+        var steps: [Step] = []
+        for (s, (op, id)) in zip(fp.steps, zip(f.operations, kernels)) {
+            do {
+                let kernel = try StepFactory.make(id, op, inputs: s.inputs, weights: weightBySlot, constants: constants, threads: self.threads)
+                steps.append(Step(name: op.name, opType: op.opType, kernel: kernel, reference: try ReferenceKernel(op), inputs: s.inputs, outputs: s.outputs))
+            } catch let e as OpError {
+                throw InferenceError(function: f.name, op: op.name, reason: "kernel \(id): \(e.reason)")
+            }
+        }
+        self.steps = steps
+        profile = getenv("KILN_PROFILE") != nil ? StepProfile(steps.count) : nil
+    }
+
+    func run(_ inputs: [String: NDArray]) throws -> [String: NDArray] {
+        _ = try function.bind(inputs)
+        var args: [NDArray] = []
+        args.reserveCapacity(inputSlots.count)
+        for arg in function.inputs {
+            let x = inputs[arg.name]!.contiguous()
+            args.append(x.scalarType == .float16 || x.scalarType == .bfloat16 || x.scalarType == .float64 ? try ReferenceKernel.widen(x) : x)
+        }
+        if frequentReshapes {
+            profile?.countRun()
+            return try runGeneric(args, recording: nil)
+        }
+        let key = ShapeKey(args)
+        switch plans.entry(for: key) {
+        case .plan(let plan)?:
+            return try plan.run(args, executor: self)
+        case .generic?:
+            profile?.countRun()
+            return try runGeneric(args, recording: nil)
+        case nil:
+            let recording = Recording(slotCount: slotCount)
+            let outputs = try runGeneric(args, recording: recording)
+            plans.insert(key, (try? ShapePlan(self, recording)).map { .plan($0) } ?? .generic)
+            return outputs
+        }
+    }
+
+    /// The plans built so far, for `kiln inspect`-style reports and tests.
+    var cachedPlanCount: Int { plans.count }
+
+    /// Runs every step with shapes worked out as it goes, allocating each result; records
+    /// shapes and foldable values when `recording` is given.
+    func runGeneric(_ args: [NDArray], recording: Recording?) throws -> [String: NDArray] {
+        var values = [NDArray?](repeating: nil, count: slotCount)
+        for (s, v) in constants { values[s] = v; recording?.known[s] = v }
+        for (s, x) in zip(inputSlots, args) {
+            values[s] = x
+            recording?.shapes[s] = x.shape
+            recording?.dtypes[s] = x.scalarType
+        }
+        for (index, step) in steps.enumerated() {
+            let started = profile == nil ? 0 : DispatchTime.now().uptimeNanoseconds
+            let inputs = step.inputs.map { $0 < 0 ? nil : values[$0] }
+            let results: [NDArray]
+            do {
+                results = try runStep(step, inputs)
+            } catch let e as OpError {
+                throw InferenceError(function: function.name, op: step.name, reason: e.reason)
+            }
+            guard results.count == step.outputs.count else {
+                throw InferenceError(function: function.name, op: step.name, reason: "produced \(results.count) outputs, declared \(step.outputs.count)")
+            }
+            for (k, r) in results.enumerated() { values[step.outputs[k]] = r }
+            recording?.note(step, inputs: step.inputs, results: results)
+            profile?.add(index, DispatchTime.now().uptimeNanoseconds - started)
+        }
+        var out: [String: NDArray] = [:]
+        for (arg, s) in zip(function.outputs, outputSlots) {
+            guard let v = values[s] else { throw InferenceError(function: function.name, reason: "output '\(arg.name)' was not computed") }
+            out[arg.name] = v
+        }
+        return out
+    }
+
+    /// One step on arrays: its kernel when the output shapes follow from the inputs, else the reference kernel.
+    private func runStep(_ step: Step, _ inputs: [NDArray?]) throws -> [NDArray] {
+        if step.kernel is ReferenceStep { return try step.reference(inputs) }
+        let operands = inputs.enumerated().map { i, x in x.map { Operand(slot: i, shape: $0.shape, dtype: $0.scalarType, value: $0) } }
+        guard let types = try step.kernel.outputTypes(operands) else { return try step.reference(inputs) }
+        let results = types.map { NDArray(uninitializedShape: $0.shape, scalarType: $0.dtype) }
+        let outputs = results.enumerated().map { k, r in Operand(slot: inputs.count + k, shape: r.shape, dtype: r.scalarType, value: nil) }
+        var context = BindContext(threads: threads, scratchSlot: inputs.count + results.count)
+        let bound: BoundStep
+        do {
+            bound = try step.kernel.bind(operands, outputs, &context)
+        } catch is OpError {
+            return try step.reference(inputs)
+        }
+        let scratch = UnsafeMutableRawPointer.allocate(byteCount: max(context.scratchBytes, 64), alignment: 64)
+        defer { scratch.deallocate() }
+        var table = [UnsafeMutableRawPointer](repeating: scratch, count: inputs.count + results.count + 1)
+        for (i, x) in inputs.enumerated() { if let x { table[i] = x.unsafeBase } }
+        for (k, r) in results.enumerated() { table[inputs.count + k] = r.unsafeBase }
+        try table.withUnsafeMutableBufferPointer { try bound.run($0.baseAddress!) }
+        return results
+    }
+}
+
+/// The concrete input shapes and types of one run: the key of a shape-specialized plan.
+struct ShapeKey: Hashable {
+    var shapes: [[Int]]
+    var dtypes: [DataType]
+
+    init(_ inputs: [NDArray]) {
+        shapes = inputs.map(\.shape)
+        dtypes = inputs.map(\.scalarType)
+    }
+}
+
+/// Shape-specialized plans by input shapes, at most `capacity` (least recently built dropped).
+final class PlanCache: @unchecked Sendable {
+    enum Entry { case plan(ShapePlan), generic }
+    private var entries: [ShapeKey: Entry] = [:]
+    private var order: [ShapeKey] = []
+    private let capacity: Int
+    private let lock = NSLock()
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    var count: Int { lock.withLock { entries.count } }
+
+    func entry(for key: ShapeKey) -> Entry? { lock.withLock { entries[key] } }
+
+    func insert(_ key: ShapeKey, _ entry: Entry) {
+        lock.withLock {
+            if entries[key] == nil { order.append(key) }
+            entries[key] = entry
+            while order.count > capacity { entries[order.removeFirst()] = nil }
+        }
+    }
+}
+
+/// Accumulated nanoseconds per step, for `KILN_PROFILE`.
+final class StepProfile: @unchecked Sendable {
+    private var nanoseconds: [UInt64]
+    private var runs = 0
+    private let lock = NSLock()
+
+    init(_ count: Int) { nanoseconds = [UInt64](repeating: 0, count: count) }
+
+    func add(_ step: Int, _ ns: UInt64) {
+        lock.withLock { nanoseconds[step] += ns }
+    }
+
+    func countRun() { lock.withLock { runs += 1 } }
+
+    func report(_ names: [String]) {
+        let total = max(nanoseconds.reduce(0, +), 1)
+        let runs = max(self.runs, 1)
+        var lines = "profile: \(self.runs) planned runs, \(String(format: "%.3f", Double(total) / 1e6 / Double(runs))) ms per run in steps\n"
+        for (i, ns) in nanoseconds.enumerated().sorted(by: { $0.1 > $1.1 }).prefix(25) where ns > 0 {
+            lines += String(format: "  %6.2f%%  %8.3f ms  ", Double(ns) * 100 / Double(total), Double(ns) / 1e6 / Double(runs)) + names[i] + "\n"
+        }
+        FileHandle.standardError.write(Data(lines.utf8))
+    }
+}

@@ -1,0 +1,235 @@
+import Dispatch
+import Foundation
+import KilnCompiler
+import KilnFormat
+import KilnReference
+
+/// What a generic run saw: every value's shape and type, and the values known before any
+/// input data is read (weights, and results computed only from them and from shapes).
+final class Recording {
+    var shapes: [[Int]?]
+    var dtypes: [DataType?]
+    /// Values fixed by the input shapes alone.
+    var known: [NDArray?]
+    /// Set when an op's result shape depends on input data (the signature then runs generically).
+    var dataDependentShape: String?
+
+    /// Results up to this size are folded when their inputs are known.
+    static let foldLimit = 1 << 20
+
+    /// Inputs of ops whose values decide the result's shape.
+    static let shapeInputs: [String: [Int]] = [
+        "reshape": [1], "expand": [1], "tile": [1], "pad": [1, 3], "resize": [2, 3], "constant_of_shape": [0],
+        "range": [0, 1, 2], "slice": [1, 2, 3, 4], "squeeze": [1], "unsqueeze": [1], "split": [1], "top_k": [1],
+        "reduce_mean": [1], "reduce_sum": [1], "reduce_max": [1], "reduce_min": [1], "reduce_prod": [1], "reduce_l2": [1],
+    ]
+
+    init(slotCount: Int) {
+        shapes = Array(repeating: nil, count: slotCount)
+        dtypes = Array(repeating: nil, count: slotCount)
+        known = Array(repeating: nil, count: slotCount)
+    }
+
+    func note(_ step: FunctionExecutor.Step, inputs: [Int], results: [NDArray]) {
+        for (s, r) in zip(step.outputs, results) {
+            shapes[s] = r.shape
+            dtypes[s] = r.scalarType
+        }
+        for i in Recording.shapeInputs[step.opType] ?? [] where i < inputs.count && inputs[i] >= 0 && known[inputs[i]] == nil {
+            dataDependentShape = dataDependentShape ?? "op '\(step.name)' takes its shape from input data"
+        }
+        let shapeOnly = step.opType == "shape" || step.opType == "size"
+        let allKnown = inputs.allSatisfy { $0 < 0 || known[$0] != nil }
+        let bytes = results.reduce(0) { $0 + $1.elementCount * $1.elementSize }
+        if shapeOnly || (allKnown && bytes <= Recording.foldLimit) {
+            for (s, r) in zip(step.outputs, results) { known[s] = r.contiguous() }
+        }
+    }
+}
+
+/// A function's plan for one set of input shapes: shape arithmetic folded into constants,
+/// views sharing their source's memory, every other result at an offset in one arena sized
+/// from the results' lifetimes, each remaining step bound to its concrete shapes.
+final class ShapePlan: @unchecked Sendable {
+    /// Where a slot's memory is.
+    enum Location { case constant(UnsafeMutableRawPointer), input(Int), arena(Int) }
+
+    private struct PlannedStep {
+        var index: Int
+        var bound: BoundStep
+    }
+
+    private let steps: [PlannedStep]
+    private let slotCount: Int
+    /// Slots that read a run input, by input index.
+    private let inputSlots: [(slot: Int, input: Int)]
+    /// Slot table entries fixed for every run (constants); arena offsets are added per arena.
+    private let fixed: [(slot: Int, pointer: UnsafeMutableRawPointer)]
+    private let arenaSlots: [(slot: Int, offset: Int)]
+    private let outputs: [(name: String, slot: Int, shape: [Int], dtype: DataType)]
+    /// The arena's size in bytes, scratch included.
+    let arenaBytes: Int
+    private let scratchOffset: Int
+    private let constants: [NDArray]
+    private let pool = ArenaPool()
+    /// Steps left after folding, and why any runs the reference kernel.
+    let fallbacks: [String]
+
+    init(_ executor: FunctionExecutor, _ recording: Recording) throws {
+        if let reason = recording.dataDependentShape { throw OpError(reason) }
+        let slotCount = executor.slotCount
+        self.slotCount = slotCount
+        var location = [Location?](repeating: nil, count: slotCount)
+        var kept: [NDArray] = []
+        for s in 0 ..< slotCount {
+            if let v = recording.known[s] {
+                kept.append(v)
+                location[s] = .constant(v.unsafeBase)
+            }
+        }
+        for (i, s) in executor.inputSlots.enumerated() where location[s] == nil { location[s] = .input(i) }
+        // Roots own arena buffers; views point at their source's root.
+        var rootOf = [Int](repeating: -1, count: slotCount)
+        var rootBytes: [Int] = [], rootFirst: [Int] = [], rootLast: [Int] = []
+        var planned: [(index: Int, inputs: [Operand?], outputs: [Operand])] = []
+        func operand(_ s: Int) -> Operand? {
+            guard s >= 0, let shape = recording.shapes[s] ?? recording.known[s]?.shape ?? executor.constants[s]?.shape,
+                  let dtype = recording.dtypes[s] ?? recording.known[s]?.scalarType ?? executor.constants[s]?.scalarType else { return nil }
+            return Operand(slot: s, shape: shape, dtype: dtype, value: recording.known[s] ?? executor.constants[s])
+        }
+        func use(_ s: Int, at step: Int) {
+            if s >= 0, rootOf[s] >= 0 { rootLast[rootOf[s]] = max(rootLast[rootOf[s]], step) }
+        }
+        for (i, step) in executor.steps.enumerated() {
+            if step.outputs.allSatisfy({ recording.known[$0] != nil }) { continue }
+            let inputs = step.inputs.map { operand($0) }
+            for s in step.inputs { use(s, at: i) }
+            if step.kernel.id.family == .view, let source = step.inputs.first, source >= 0, let out = step.outputs.first {
+                location[out] = location[source]
+                rootOf[out] = rootOf[source]
+                continue
+            }
+            var outputs: [Operand] = []
+            for s in step.outputs {
+                guard let o = operand(s) else { throw OpError("no shape recorded for a result of '\(step.name)'") }
+                rootOf[s] = rootBytes.count
+                rootBytes.append(o.byteCount)
+                rootFirst.append(i)
+                rootLast.append(i)
+                location[s] = .arena(rootOf[s])
+                outputs.append(o)
+            }
+            planned.append((i, inputs, outputs))
+        }
+        for s in executor.outputSlots { use(s, at: Int.max) }
+        // Offsets: largest buffers first, each at the lowest offset free over its lifetime.
+        var offsets = [Int](repeating: 0, count: rootBytes.count)
+        var placed: [Int] = []
+        for r in rootBytes.indices.sorted(by: { (rootBytes[$0], $1) > (rootBytes[$1], $0) }) {
+            let size = (rootBytes[r] + 63) / 64 * 64
+            let overlapping = placed.filter { rootFirst[$0] <= rootLast[r] && rootFirst[r] <= rootLast[$0] }
+                .map { (offsets[$0], (rootBytes[$0] + 63) / 64 * 64) }.sorted { $0.0 < $1.0 }
+            var offset = 0
+            for (o, n) in overlapping where o < offset + size && offset < o + n {
+                offset = max(offset, o + n)
+            }
+            offsets[r] = offset
+            placed.append(r)
+        }
+        var end = rootBytes.indices.map { offsets[$0] + (rootBytes[$0] + 63) / 64 * 64 }.max() ?? 0
+        var context = BindContext(threads: executor.threads, scratchSlot: slotCount)
+        var steps: [PlannedStep] = []
+        var fallbacks: [String] = []
+        for p in planned {
+            let step = executor.steps[p.index]
+            do {
+                steps.append(PlannedStep(index: p.index, bound: try step.kernel.bind(p.inputs, p.outputs, &context)))
+                if step.kernel is ReferenceStep { fallbacks.append("\(step.name): reference") }
+            } catch let e as OpError {
+                let fallback = ReferenceStep(kernel: step.reference, fallback: e.reason)
+                steps.append(PlannedStep(index: p.index, bound: try fallback.bind(p.inputs, p.outputs, &context)))
+                fallbacks.append("\(step.name): \(step.kernel.id) does not fit (\(e.reason)); reference")
+            }
+        }
+        scratchOffset = end
+        end += context.scratchBytes
+        arenaBytes = max(end, 64)
+        self.steps = steps
+        self.fallbacks = fallbacks
+        constants = kept + Array(executor.constants.values)
+        var fixed: [(Int, UnsafeMutableRawPointer)] = []
+        var arenaSlots: [(Int, Int)] = []
+        var inputSlots: [(Int, Int)] = []
+        for s in 0 ..< slotCount {
+            switch location[s] {
+            case .constant(let p)?: fixed.append((s, p))
+            case .input(let i)?: inputSlots.append((s, i))
+            case .arena(let r)?: arenaSlots.append((s, offsets[r]))
+            case nil:
+                if let c = executor.constants[s] { fixed.append((s, c.unsafeBase)) }
+            }
+        }
+        self.fixed = fixed
+        self.arenaSlots = arenaSlots
+        self.inputSlots = inputSlots
+        outputs = try zip(executor.function.outputs, executor.outputSlots).map { arg, s in
+            guard let o = operand(s) else { throw OpError("no shape recorded for output '\(arg.name)'") }
+            return (arg.name, s, o.shape, o.dtype)
+        }
+    }
+
+    /// Runs the plan on inputs of the planned shapes.
+    func run(_ args: [NDArray], executor: FunctionExecutor) throws -> [String: NDArray] {
+        let arena = pool.take() ?? Arena(self)
+        defer { pool.give(arena) }
+        let slots = arena.slots
+        for (s, i) in inputSlots { slots[s] = args[i].unsafeBase }
+        let profile = executor.profile
+        profile?.countRun()
+        for step in steps {
+            let started = profile == nil ? 0 : DispatchTime.now().uptimeNanoseconds
+            do {
+                try step.bound.run(slots)
+            } catch let e as OpError {
+                throw InferenceError(function: executor.function.name, op: executor.steps[step.index].name, reason: e.reason)
+            }
+            profile?.add(step.index, DispatchTime.now().uptimeNanoseconds - started)
+        }
+        var out: [String: NDArray] = [:]
+        for o in outputs {
+            let y = NDArray(uninitializedShape: o.shape, scalarType: o.dtype)
+            y.unsafeBase.copyMemory(from: slots[o.slot], byteCount: y.elementCount * y.elementSize)
+            out[o.name] = y
+        }
+        return out
+    }
+
+    /// One run's memory: the arena and its slot table.
+    final class Arena {
+        let memory: UnsafeMutableRawPointer
+        let slots: SlotTable
+
+        init(_ plan: ShapePlan) {
+            memory = UnsafeMutableRawPointer.allocate(byteCount: plan.arenaBytes, alignment: 64)
+            slots = SlotTable.allocate(capacity: plan.slotCount + 1)
+            slots.initialize(repeating: memory, count: plan.slotCount + 1)
+            for (s, p) in plan.fixed { slots[s] = p }
+            for (s, o) in plan.arenaSlots { slots[s] = memory + o }
+            slots[plan.slotCount] = memory + plan.scratchOffset
+        }
+
+        deinit {
+            memory.deallocate()
+            slots.deallocate()
+        }
+    }
+
+    /// Arenas not in use, so overlapping runs each have one and steady runs allocate none.
+    final class ArenaPool: @unchecked Sendable {
+        private var free: [Arena] = []
+        private let lock = NSLock()
+
+        func take() -> Arena? { lock.withLock { free.popLast() } }
+        func give(_ a: Arena) { lock.withLock { if free.count < 4 { free.append(a) } } }
+    }
+}

@@ -1,0 +1,90 @@
+import KilnCompiler
+import KilnFormat
+import KilnReference
+
+/// Prepares the step a plan names: the kernel's family decides the step type, which checks
+/// once that the op, its weights and this host fit it. A mismatch fails loading.
+enum StepFactory {
+    static func make(_ id: KernelID, _ op: KilnFormat.Operation, inputs: [Int], weights: [Int: Weight], constants: [Int: NDArray],
+                     threads: Int) throws -> any StepKernel {
+        guard id.family == .reference || id.isa.isRunnableOnHost else { throw OpError("this host cannot run \(id.isa.rawValue) kernels") }
+        func expect(_ ops: Set<String>) throws {
+            guard ops.contains(op.opType) else { throw OpError("cannot run \(op.opType)") }
+        }
+        func weight(_ i: Int) throws -> Weight {
+            guard i < inputs.count, let w = weights[inputs[i]] else { throw OpError("needs a weight as input \(i)") }
+            return w
+        }
+        func constant(_ i: Int) throws -> NDArray {
+            guard i < inputs.count, let c = constants[inputs[i]], c.scalarType == .float32 else { throw OpError("needs a float32 weight as input \(i)") }
+            return c
+        }
+        switch id.family {
+        case .reference:
+            return ReferenceStep(kernel: try ReferenceKernel(op), fallback: nil)
+        case .gemm:
+            try expect(["linear", "matmul"])
+            return GEMMStep(id: id, op: op, gemm: try PackedGEMM(weight: try weight(1), kernel: id), epilogue: try epilogue(op))
+        case .conv2d:
+            try expect(["conv"])
+            let shape = try op.attributes.ints("kernel_shape") ?? []
+            return PackedConvStep(id: id, op: op, gemm: try PackedGEMM(weight: try weight(1), kernel: id), epilogue: try epilogue(op),
+                                  window: try OpSet.Window(op.attributes, kernel: shape.count == 2 ? shape : [1, 1]))
+        case .conv2dNCHW:
+            try expect(["conv"])
+            let w = try constant(1)
+            guard w.rank == 4, let uk = id.microkernel, let tile = id.tile else { throw OpError("needs a 4-D weight and this host's microkernel") }
+            return ConvNCHWStep(id: id, op: op, weight: w, epilogue: try epilogue(op), window: try OpSet.Window(op.attributes, kernel: Array(w.shape[2...])),
+                                ukernel: uk, tile: tile)
+        case .matmul:
+            try expect(["matmul"])
+            guard let uk = id.microkernel, let tile = id.tile else { throw OpError("microkernel \(id) is not available") }
+            return MatMulStep(id: id, ukernel: uk, tile: tile)
+        case .depthwise:
+            try expect(["conv"])
+            let w = try constant(1)
+            guard w.rank == 4 else { throw OpError("needs a 4-D weight") }
+            return DepthwiseStep(id: id, op: op, weight: w, epilogue: try epilogue(op), window: try OpSet.Window(op.attributes, kernel: Array(w.shape[2...])))
+        case .unary:
+            return try UnaryStep(id: id, op: op)
+        case .binary:
+            return try BinaryStep(id: id, op: op)
+        case .select:
+            try expect(["where"])
+            return SelectStep(id: id, op: op)
+        case .cast:
+            try expect(["cast"])
+            return CastStep(id: id, op: op)
+        case .softmax:
+            try expect(["softmax", "log_softmax"])
+            return SoftmaxStep(id: id, op: op, kernels: NormalizationKernels(id.isa))
+        case .layerNorm:
+            try expect(["layer_norm"])
+            return LayerNormStep(id: id, op: op, kernels: NormalizationKernels(id.isa))
+        case .reduce:
+            try expect(Set(ReduceStep.codes.keys))
+            return ReduceStep(id: id, op: op, kernels: NormalizationKernels(id.isa))
+        case .argReduce:
+            try expect(["argmax", "argmin"])
+            return ArgReduceStep(id: id, op: op)
+        case .pool2d:
+            try expect(["max_pool", "average_pool"])
+            return try Pool2DStep(id: id, op: op)
+        case .globalPool:
+            try expect(["global_average_pool", "global_max_pool"])
+            return GlobalPoolStep(id: id, op: op)
+        case .gather:
+            try expect(["gather"])
+            return GatherStep(id: id, op: op)
+        case .copy:
+            try expect(["transpose", "slice", "concat", "split", "pad", "expand", "tile"])
+            return CopyStep(id: id, op: op)
+        case .view:
+            try expect(["reshape", "flatten", "squeeze", "unsqueeze", "identity"])
+            return ViewStep(id: id)
+        case .generate:
+            try expect(["shape", "size", "constant", "constant_of_shape", "range"])
+            return GenerateStep(id: id, routine: ReferenceStep(kernel: try ReferenceKernel(op), fallback: nil))
+        }
+    }
+}

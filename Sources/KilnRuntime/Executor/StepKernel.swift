@@ -1,0 +1,108 @@
+import KilnCompiler
+import KilnFormat
+import KilnReference
+
+/// The base address of every slot for one run: operands are read through it, so a bound
+/// step is fixed once and only the table changes between runs (arena, inputs, outputs).
+typealias SlotTable = UnsafeMutablePointer<UnsafeMutableRawPointer>
+
+/// One operand of a bound step: the slot whose address it reads, its concrete shape and
+/// type, and its value when that is known before the run (a weight or a folded value).
+struct Operand: @unchecked Sendable {
+    var slot: Int
+    var shape: [Int]
+    var dtype: DataType
+    var value: NDArray?
+
+    var count: Int { shape.reduce(1, *) }
+    var byteCount: Int { count * dtype.bitWidth / 8 }
+
+    /// The operand's address in a run.
+    @inline(__always) func pointer(_ slots: SlotTable) -> UnsafeMutableRawPointer { slots[slot] }
+    @inline(__always) func floats(_ slots: SlotTable) -> UnsafeMutablePointer<Float> { slots[slot].assumingMemoryBound(to: Float.self) }
+}
+
+/// A step fixed for concrete shapes: it reads and writes only through the slot table and
+/// allocates nothing. `scratch` is a slot holding per-run scratch memory of the requested size.
+struct BoundStep: @unchecked Sendable {
+    let run: (SlotTable) throws -> Void
+}
+
+/// What binding may ask of the plan.
+struct BindContext {
+    /// Threads the step may use.
+    let threads: Int
+    /// The slot of the run's scratch memory.
+    let scratchSlot: Int
+    /// The largest scratch any bound step asked for, in bytes.
+    var scratchBytes = 0
+
+    /// Reserves `bytes` of scratch (shared by all steps: steps run one after another).
+    mutating func scratch(_ bytes: Int) { scratchBytes = max(scratchBytes, (bytes + 63) / 64 * 64) }
+}
+
+/// One step of a function, prepared once when the function loads: attributes parsed,
+/// weights packed or decoded, the kernel chosen. Binding fixes it to concrete shapes.
+protocol StepKernel: Sendable {
+    /// The kernel, as the plan names it.
+    var id: KernelID { get }
+    /// Output shapes and types for these inputs, or `nil` when they depend on input values
+    /// the step cannot read here (the generic path then runs the reference kernel).
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]?
+    /// Binds to concrete operands.
+    /// - Throws: ``OpError`` when the operands do not fit this kernel.
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep
+}
+
+extension StepKernel {
+    /// Output types from the op's schema with concrete input types; `nil` when a dim is unknown.
+    static func inferred(_ op: KilnFormat.Operation, _ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
+        guard let schema = OpSet.schema(op.opType) else { return nil }
+        let ctx = OpSchema.Context(inputs: inputs.map { $0.map { TensorType($0.dtype, $0.shape.map { .size($0) }) } },
+                                   attributes: op.attributes, outputCount: op.outputs.count)
+        let types = try schema.infer(ctx)
+        var out: [(shape: [Int], dtype: DataType)] = []
+        for t in types {
+            guard let t, let shape = t.staticShape else { return nil }
+            out.append((shape, t.dtype))
+        }
+        return out.count == op.outputs.count ? out : nil
+    }
+}
+
+/// An op the reference interpreter runs: inputs are wrapped without copying, outputs copied
+/// into the plan's memory.
+struct ReferenceStep: StepKernel {
+    let id = KernelID.reference
+    let kernel: ReferenceKernel
+    /// Why a specialized kernel was not used, when one was planned.
+    let fallback: String?
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { nil }
+
+    func run(_ inputs: [NDArray?]) throws -> [NDArray] { try kernel(inputs) }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        let kernel = self.kernel
+        return BoundStep { slots in
+            let args: [NDArray?] = inputs.map { op in
+                guard let op else { return nil }
+                if let v = op.value { return v }
+                let storage = ByteStorage(borrowing: op.pointer(slots), count: op.byteCount, owner: Anchor.shared)
+                return NDArray(shape: op.shape, scalarType: op.dtype, borrowing: storage)
+            }
+            let results = try kernel(args)
+            guard results.count == outputs.count else { throw OpError("produced \(results.count) outputs, planned \(outputs.count)") }
+            for (r, o) in zip(results, outputs) {
+                guard r.shape == o.shape, r.scalarType == o.dtype else {
+                    throw OpError("produced \(r.scalarType.rawValue)\(r.shape) where the plan has \(o.dtype.rawValue)\(o.shape)")
+                }
+                let c = r.contiguous()
+                o.pointer(slots).copyMemory(from: c.unsafeBase, byteCount: o.byteCount)
+            }
+        }
+    }
+
+    /// Owner of borrowed run memory (the run keeps it alive while the kernel runs).
+    final class Anchor: Sendable { static let shared = Anchor() }
+}

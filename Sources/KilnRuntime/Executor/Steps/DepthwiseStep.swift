@@ -1,0 +1,56 @@
+@preconcurrency import CKilnKernels
+import KilnCompiler
+import KilnFormat
+
+/// Depthwise `conv` (one filter per channel) with its epilogue, channels split across threads.
+struct DepthwiseStep: StepKernel, @unchecked Sendable {
+    typealias Kernel = @convention(c) (Int, Int, Int, UnsafePointer<Float>?, Int, Int, UnsafePointer<Float>?, Int, Int, Int, Int, Int, Int,
+                                       Int, Int, UnsafeMutablePointer<Float>?, UnsafePointer<kiln_epilogue>?) -> Void
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let weight: NDArray
+    let epilogue: kiln_epilogue
+    let window: OpSet.Window
+    let kernel: Kernel
+
+    init(id: KernelID, op: KilnFormat.Operation, weight: NDArray, epilogue: kiln_epilogue, window: OpSet.Window) {
+        self.id = id
+        self.op = op
+        self.weight = weight
+        self.epilogue = epilogue
+        self.window = window
+        #if arch(x86_64)
+        kernel = id.isa == .avx2 ? kiln_f32_dwconv2d__avx2 : kiln_f32_dwconv2d__scalar
+        #else
+        kernel = kiln_f32_dwconv2d__scalar
+        #endif
+    }
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, x.shape[1] == weight.shape[0] else {
+            throw OpError("needs a float32 NCHW input with \(weight.shape[0]) channels")
+        }
+        let (batch, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+        let bias = inputs.count > 2 ? inputs[2] : nil
+        let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
+        let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
+        let (kh, kw) = (weight.shape[2], weight.shape[3])
+        let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
+        let ranges = splitRanges(batch * c, parts: c * oh * ow * kh * kw < 1 << 15 ? 1 : context.threads)
+        let (y, weight, base, kernel, threads) = (outputs[0], weight, epilogue, kernel, context.threads)
+        return BoundStep { slots in
+            let px = x.floats(slots), py = y.floats(slots), pw = weight.unsafeBase.assumingMemoryBound(to: Float.self)
+            let pb = bias.map { UnsafePointer($0.floats(slots)) }
+            parallelFor(ranges.count, threads: threads) { r in
+                var part = base
+                for bc in ranges[r] {
+                    let ch = bc % c
+                    part.bias = pb.map { $0 + ch }
+                    kernel(1, h, w, px + bc * h * w, kh, kw, pw + ch * kh * kw, sh, sw, dh, dw, pt, pl, oh, ow, py + bc * oh * ow, &part)
+                }
+            }
+        }
+    }
+}

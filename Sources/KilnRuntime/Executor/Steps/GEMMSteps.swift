@@ -1,0 +1,211 @@
+@preconcurrency import CKilnKernels
+import KilnCompiler
+import KilnFormat
+
+/// `linear`/`matmul` with a packed weight: `y[…, N] = epilogue(x[…, K] · W + bias)`.
+struct GEMMStep: StepKernel, @unchecked Sendable {
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let gemm: PackedGEMM
+    let epilogue: kiln_epilogue
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
+        guard let x = inputs.first ?? nil else { return nil }
+        return [(Array(x.shape.dropLast()) + [gemm.n], .float32)]
+    }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.last == gemm.k else {
+            throw OpError("input \(inputs.first??.shape ?? []) does not fit the weight's \(gemm.k) inputs")
+        }
+        let bias = inputs.count > 2 ? inputs[2] : nil
+        if let bias { guard bias.count == gemm.n, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(gemm.n) outputs") } }
+        let y = outputs[0], m = x.count / max(gemm.k, 1), n = gemm.n, k = gemm.k
+        let chunks = gemm.chunks(m: m, threads: context.threads)
+        context.scratch(gemm.scratchBytes * max(chunks.count, 1))
+        let (gemm, base, threads, scratchSlot) = (gemm, epilogue, context.threads, context.scratchSlot)
+        return BoundStep { slots in
+            var e = base
+            e.bias = bias.map { UnsafePointer($0.floats(slots)) }
+            if k == 0 {
+                y.floats(slots).initialize(repeating: 0, count: m * n)
+                kiln_f32_epilogue(m, n, y.floats(slots), n, e.bias, &e)
+                return
+            }
+            gemm.run(a: x.floats(slots), lda: k, c: y.floats(slots), ldc: n, chunks: chunks, epilogue: e, scratch: slots[scratchSlot],
+                     threads: threads)
+        }
+    }
+}
+
+/// `conv` (group 1) with a packed, possibly compressed weight: im2col rows per image, the
+/// GEMM into pixel-major scratch, then a transpose to NCHW.
+struct PackedConvStep: StepKernel, @unchecked Sendable {
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let gemm: PackedGEMM
+    let epilogue: kiln_epilogue
+    let window: OpSet.Window
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, window.kernel.count == 2 else { throw OpError("needs a float32 NCHW input") }
+        let (batch, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+        let (kh, kw) = (window.kernel[0], window.kernel[1])
+        guard c * kh * kw == gemm.k else { throw OpError("input \(x.shape) does not fit the weight (K = \(gemm.k))") }
+        let bias = inputs.count > 2 ? inputs[2] : nil
+        let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
+        let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
+        let pixels = oh * ow, n = gemm.n, k = gemm.k
+        let y = outputs[0]
+        let chunks = gemm.chunks(m: pixels, threads: context.threads)
+        let colsBytes = (pixels * k * 4 + 63) / 64 * 64, tmpBytes = (pixels * n * 4 + 63) / 64 * 64
+        context.scratch(colsBytes + tmpBytes + gemm.scratchBytes * max(chunks.count, 1))
+        let (gemm, base, threads, scratchSlot, window) = (gemm, epilogue, context.threads, context.scratchSlot, window)
+        let pointwise = kh == 1 && kw == 1 && window.strides == [1, 1] && pt == 0 && pl == 0 && oh == h && ow == w
+        return BoundStep { slots in
+            var e = base
+            e.bias = bias.map { UnsafePointer($0.floats(slots)) }
+            let scratch = slots[scratchSlot]
+            let cols = scratch.assumingMemoryBound(to: Float.self)
+            let tmp = (scratch + colsBytes).assumingMemoryBound(to: Float.self)
+            for b in 0 ..< batch {
+                let xi = x.floats(slots) + b * c * h * w
+                if pointwise {
+                    kiln_f32_transpose__scalar(c, h * w, xi, cols)
+                } else {
+                    kiln_f32_im2col__scalar(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
+                                            window.dilations[1], pt, pl, oh, ow, cols)
+                }
+                gemm.run(a: cols, lda: k, c: tmp, ldc: n, chunks: chunks, epilogue: e, scratch: scratch + colsBytes + tmpBytes, threads: threads)
+                kiln_f32_transpose__scalar(pixels, n, tmp, y.floats(slots) + b * n * pixels)
+            }
+        }
+    }
+}
+
+/// Dense `conv` (group 1) in NCHW: per image the input (or its im2col rows) is packed into
+/// panels of output pixels, then each chunk of output channels sweeps every panel; bias and
+/// activation per output row.
+struct ConvNCHWStep: StepKernel, @unchecked Sendable {
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let weight: NDArray
+    let epilogue: kiln_epilogue
+    let window: OpSet.Window
+    let ukernel: kiln_f32_gemm_ukernel
+    let tile: GEMMTile
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, x.shape[1] == weight.shape[1] else {
+            throw OpError("needs a float32 NCHW input with \(weight.shape[1]) channels")
+        }
+        let (batch, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+        let (m, kh, kw) = (weight.shape[0], weight.shape[2], weight.shape[3])
+        let k = c * kh * kw
+        let bias = inputs.count > 2 ? inputs[2] : nil
+        if let bias { guard bias.count == m, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(m) channels") } }
+        let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
+        let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
+        let pixels = oh * ow
+        let y = outputs[0]
+        let (mr, nr) = (tile.mr, tile.nr)
+        let pointwise = kh == 1 && kw == 1 && window.strides == [1, 1] && pt == 0 && pl == 0 && oh == h && ow == w
+        let panels = (pixels + nr - 1) / nr
+        let colsBytes = pointwise ? 0 : (k * pixels * 4 + 63) / 64 * 64
+        context.scratch(colsBytes + panels * k * nr * 4)
+        let small = m * pixels * k < 1 << 15
+        let threads = context.threads
+        let panelRanges = splitRanges(panels, parts: small ? 1 : threads)
+        let rowChunks = splitRanges(m, parts: small ? 1 : max(threads, m / 64), align: mr)
+        let (weight, base, ukernel, scratchSlot, window) = (weight, epilogue, ukernel, context.scratchSlot, window)
+        let activates = base.activation != Int32(KILN_UNARY_NONE)
+        return BoundStep { slots in
+            guard pixels > 0, m > 0 else { return }
+            let scratch = slots[scratchSlot]
+            let cols = pointwise ? nil : scratch.assumingMemoryBound(to: Float.self)
+            let packed = (scratch + colsBytes).assumingMemoryBound(to: Float.self)
+            let pw = weight.unsafeBase.assumingMemoryBound(to: Float.self)
+            let biasPointer = bias.map { UnsafePointer($0.floats(slots)) }
+            var b = kiln_packed_b()
+            b.kind = Int32(KILN_B_F32); b.k = k; b.n = pixels; b.nr = nr; b.data = UnsafeRawPointer(packed)
+            for image in 0 ..< batch {
+                let xi = x.floats(slots) + image * c * h * w
+                if let cols {
+                    kiln_f32_im2col_rows__scalar(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
+                                                 window.dilations[1], pt, pl, oh, ow, cols)
+                }
+                let source = UnsafePointer(cols ?? xi), out = y.floats(slots) + image * m * pixels
+                parallelFor(panelRanges.count, threads: threads) { i in
+                    let r = panelRanges[i]
+                    let n0 = r.lowerBound * nr, width = min(pixels, r.upperBound * nr) - n0
+                    kiln_f32_pack_b(k, width, nr, source + n0, pixels, 1, packed + r.lowerBound * k * nr)
+                }
+                parallelFor(rowChunks.count, threads: threads) { i in
+                    let rows = rowChunks[i]
+                    var packedB = b
+                    kiln_f32_gemm(ukernel, mr, &packedB, pw, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, nil, nil)
+                    guard biasPointer != nil || activates else { return }
+                    var rowEpilogue = base
+                    for r in rows {
+                        let row = out + r * pixels
+                        if let biasPointer { let v = biasPointer[r]; for j in 0 ..< pixels { row[j] += v } }
+                        if activates { kiln_f32_epilogue(1, pixels, row, pixels, nil, &rowEpilogue) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `matmul` of two activations, batched (B broadcast when it has no batch dims): B packed
+/// into panels per batch, then the GEMM.
+struct MatMulStep: StepKernel, @unchecked Sendable {
+    let id: KernelID
+    let ukernel: kiln_f32_gemm_ukernel
+    let tile: GEMMTile
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
+        guard inputs.count == 2, let a = inputs[0], let b = inputs[1], a.shape.count >= 2, b.shape.count >= 2 else { return nil }
+        guard let batch = Self.batch(a.shape, b.shape) else { return nil }
+        return [(batch + [a.shape[a.shape.count - 2], b.shape[b.shape.count - 1]], .float32)]
+    }
+
+    /// The output's batch dims: A's, when B's equal them or are all 1.
+    static func batch(_ a: [Int], _ b: [Int]) -> [Int]? {
+        let batchA = Array(a.dropLast(2)), batchB = Array(b.dropLast(2))
+        guard batchA == batchB || batchB.allSatisfy({ $0 == 1 }) && batchB.count <= batchA.count else { return nil }
+        return batchA
+    }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard inputs.count == 2, let a = inputs[0], let b = inputs[1], a.dtype == .float32, b.dtype == .float32,
+              a.shape.count >= 2, b.shape.count >= 2, Self.batch(a.shape, b.shape) != nil else { throw OpError("operands do not fit a batched matmul") }
+        let (m, k) = (a.shape[a.shape.count - 2], a.shape[a.shape.count - 1]), (k2, n) = (b.shape[b.shape.count - 2], b.shape[b.shape.count - 1])
+        guard k == k2 else { throw OpError("inner dims differ: \(k) vs \(k2)") }
+        let batches = a.shape.dropLast(2).reduce(1, *), bBatches = b.shape.dropLast(2).reduce(1, *)
+        let nr = tile.nr
+        let panels = (n + nr - 1) / nr
+        context.scratch(max(panels * k * nr, 1) * 4)
+        var pb = kiln_packed_b()
+        pb.kind = Int32(KILN_B_F32); pb.k = k; pb.n = n; pb.nr = nr
+        let g = PackedGEMM(b: pb, ukernel: ukernel, mr: tile.mr)
+        let chunks = g.chunks(m: m, threads: context.threads)
+        let (y, threads, scratchSlot) = (outputs[0], context.threads, context.scratchSlot)
+        return BoundStep { slots in
+            let packed = slots[scratchSlot].assumingMemoryBound(to: Float.self)
+            var gemm = g
+            gemm.b.data = UnsafeRawPointer(packed)
+            for i in 0 ..< batches {
+                let out = y.floats(slots) + i * m * n
+                if k == 0 { out.initialize(repeating: 0, count: m * n); continue }
+                kiln_f32_pack_b(k, n, nr, b.floats(slots) + (bBatches == 1 ? 0 : i) * k * n, n, 1, packed)
+                gemm.run(a: a.floats(slots) + i * m * k, lda: k, c: out, ldc: n, chunks: chunks, epilogue: kiln_epilogue(), scratch: nil,
+                         threads: threads)
+            }
+        }
+    }
+}

@@ -1,0 +1,226 @@
+@preconcurrency import CKilnKernels
+import KilnCompiler
+import KilnFormat
+import KilnReference
+
+/// Integer values of a known operand (int64 or int32).
+func knownIntegers(_ o: Operand?, _ what: String) throws -> [Int]? {
+    guard let o else { return nil }
+    guard let v = o.value else { throw OpError("\(what) is not known before the run") }
+    let c = v.contiguous()
+    switch c.scalarType {
+    case .int64: return (0 ..< c.elementCount).map { Int(c.unsafeBase.load(fromByteOffset: $0 * 8, as: Int64.self)) }
+    case .int32: return (0 ..< c.elementCount).map { Int(c.unsafeBase.load(fromByteOffset: $0 * 4, as: Int32.self)) }
+    default: throw OpError("\(what) must be int64 or int32")
+    }
+}
+
+/// Element strides of a contiguous shape, in bytes.
+func byteStrides(_ shape: [Int], _ size: Int) -> [Int] {
+    var out = [Int](repeating: 0, count: shape.count), acc = size
+    for i in (0 ..< shape.count).reversed() {
+        out[i] = acc
+        acc *= shape[i]
+    }
+    return out
+}
+
+/// One strided block copy: `shape` elements read from input `source` at byte offset and
+/// strides, written to output `target` at byte offset and strides.
+struct BlockCopy {
+    var shape: [Int]
+    var source: Int
+    var sourceOffset: Int
+    var sourceStrides: [Int]
+    var target: Int
+    var targetOffset: Int
+    var targetStrides: [Int]
+}
+
+/// `gather` along one axis (indices int64 or int32; negative ones wrap; out of range is an error).
+struct GatherStep: StepKernel {
+    let id: KernelID
+    let op: KilnFormat.Operation
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard inputs.count == 2, let x = inputs[0], let idx = inputs[1], idx.dtype == .int64 || idx.dtype == .int32, !x.shape.isEmpty else {
+            throw OpError("needs data of rank ≥ 1 and int64 or int32 indices")
+        }
+        let axis = try OpSet.normalize(axis: try op.attributes.int("axis", 0), rank: x.shape.count)
+        let (outer, n, inner) = around(x.shape, axis: axis)
+        let size = x.dtype.bitWidth / 8, count = idx.count, y = outputs[0], wide = idx.dtype == .int64
+        if !wide { context.scratch(count * 8) }
+        let scratchSlot = context.scratchSlot
+        return BoundStep { slots in
+            var indices = UnsafePointer(idx.pointer(slots).assumingMemoryBound(to: Int64.self))
+            if !wide {
+                let converted = slots[scratchSlot].assumingMemoryBound(to: Int64.self)
+                let narrow = idx.pointer(slots).assumingMemoryBound(to: Int32.self)
+                for i in 0 ..< count { converted[i] = Int64(narrow[i]) }
+                indices = UnsafePointer(converted)
+            }
+            let bad = kiln_gather__scalar(size, outer, n, inner, x.pointer(slots), indices, count, y.pointer(slots))
+            if bad > 0 { throw OpError("index \(indices[bad - 1]) is out of range for axis \(axis) of size \(n)") }
+        }
+    }
+}
+
+/// Data movement as strided block copies: `transpose`, `slice`, `concat`, `split`, `pad`
+/// (constant mode), `expand`, `tile`. The blocks are worked out when the step is bound.
+struct CopyStep: StepKernel {
+    let id: KernelID
+    let op: KilnFormat.Operation
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
+        switch op.opType {
+        case "transpose", "concat": return try Self.inferred(op, inputs)
+        default: return nil // shapes from input values: the generic path runs the reference kernel
+        }
+    }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil else { throw OpError("input 0 is missing") }
+        let size = x.dtype.bitWidth / 8
+        let xs = byteStrides(x.shape, size)
+        let rank = x.shape.count
+        var blocks: [BlockCopy] = []
+        var fill: [UInt8]? = nil
+        switch op.opType {
+        case "transpose":
+            let perm = try op.attributes.ints("perm") ?? Array((0 ..< rank).reversed())
+            let y = outputs[0]
+            blocks = [BlockCopy(shape: y.shape, source: 0, sourceOffset: 0, sourceStrides: perm.map { xs[$0] }, target: 0, targetOffset: 0,
+                                targetStrides: byteStrides(y.shape, size))]
+        case "slice":
+            let starts = try knownIntegers(inputs.count > 1 ? inputs[1] : nil, "starts") ?? op.attributes.ints("starts") ?? []
+            let ends = try knownIntegers(inputs.count > 2 ? inputs[2] : nil, "ends") ?? op.attributes.ints("ends") ?? []
+            let axes = try knownIntegers(inputs.count > 3 ? inputs[3] : nil, "axes") ?? op.attributes.ints("axes") ?? Array(0 ..< starts.count)
+            let steps = try knownIntegers(inputs.count > 4 ? inputs[4] : nil, "steps") ?? op.attributes.ints("steps") ?? Array(repeating: 1, count: starts.count)
+            guard starts.count == ends.count, axes.count == starts.count, steps.count == starts.count else { throw OpError("slice parameters disagree") }
+            var offset = 0, strides = xs, shape = x.shape
+            for (j, a) in axes.enumerated() {
+                let axis = try OpSet.normalize(axis: a, rank: rank)
+                guard steps[j] != 0 else { throw OpError("step 0") }
+                let (start, count) = OpSet.sliceRange(start: starts[j], end: ends[j], step: steps[j], size: x.shape[axis])
+                shape[axis] = count
+                if count > 0 { offset += start * xs[axis] }
+                strides[axis] = xs[axis] * steps[j]
+            }
+            guard shape == outputs[0].shape else { throw OpError("slice gives \(shape), the plan has \(outputs[0].shape)") }
+            blocks = [BlockCopy(shape: shape, source: 0, sourceOffset: offset, sourceStrides: strides, target: 0, targetOffset: 0,
+                                targetStrides: byteStrides(shape, size))]
+        case "concat":
+            let y = outputs[0]
+            let axis = try OpSet.normalize(axis: try op.attributes.int("axis", 0), rank: y.shape.count)
+            let ys = byteStrides(y.shape, size)
+            var at = 0
+            for (j, input) in inputs.enumerated() {
+                guard let input else { continue }
+                blocks.append(BlockCopy(shape: input.shape, source: j, sourceOffset: 0, sourceStrides: byteStrides(input.shape, size), target: 0,
+                                        targetOffset: at * ys[axis], targetStrides: ys))
+                at += input.shape[axis]
+            }
+        case "split":
+            let axis = try OpSet.normalize(axis: try op.attributes.int("axis", 0), rank: rank)
+            var at = 0
+            for (k, y) in outputs.enumerated() {
+                blocks.append(BlockCopy(shape: y.shape, source: 0, sourceOffset: at * xs[axis], sourceStrides: xs, target: k, targetOffset: 0,
+                                        targetStrides: byteStrides(y.shape, size)))
+                at += y.shape[axis]
+            }
+            guard at == x.shape[axis] else { throw OpError("split sizes cover \(at) of \(x.shape[axis])") }
+        case "pad":
+            let y = outputs[0]
+            let pads = try knownIntegers(inputs.count > 1 ? inputs[1] : nil, "pads") ?? op.attributes.ints("pads") ?? []
+            let axes = try knownIntegers(inputs.count > 3 ? inputs[3] : nil, "axes") ?? op.attributes.ints("axes") ?? Array(0 ..< rank)
+            guard pads.count == 2 * axes.count else { throw OpError("pads has \(pads.count) entries for \(axes.count) axes") }
+            var begin = [Int](repeating: 0, count: rank), end = [Int](repeating: 0, count: rank)
+            for (j, a) in axes.enumerated() {
+                let axis = try OpSet.normalize(axis: a, rank: rank)
+                begin[axis] = pads[j]
+                end[axis] = pads[j + axes.count]
+            }
+            let ys = byteStrides(y.shape, size)
+            var shape = x.shape, so = 0, to = 0
+            for a in 0 ..< rank {
+                shape[a] = max(0, x.shape[a] + min(0, begin[a]) + min(0, end[a]))
+                if begin[a] >= 0 { to += begin[a] * ys[a] } else { so += -begin[a] * xs[a] }
+            }
+            var value = [UInt8](repeating: 0, count: size)
+            if inputs.count > 2, let c = inputs[2] {
+                guard let v = c.value, v.scalarType == x.dtype, v.elementCount == 1 else { throw OpError("constant_value is not a known scalar") }
+                value.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: v.contiguous().unsafeBase, byteCount: size) }
+            } else if let f = op.attributes["value"], case .float(let d) = f, d != 0 {
+                guard x.dtype == .float32 else { throw OpError("a non-zero pad value for \(x.dtype.rawValue)") }
+                var v = Float(d)
+                withUnsafeBytes(of: &v) { value = Array($0) }
+            }
+            fill = value
+            blocks = [BlockCopy(shape: shape, source: 0, sourceOffset: so, sourceStrides: xs, target: 0, targetOffset: to, targetStrides: ys)]
+        case "expand":
+            let y = outputs[0]
+            let padded = [Int](repeating: 1, count: y.shape.count - rank) + x.shape
+            let ps = [Int](repeating: 0, count: y.shape.count - rank) + xs
+            blocks = [BlockCopy(shape: y.shape, source: 0, sourceOffset: 0, sourceStrides: zip(padded, ps).map { $0 == 1 ? 0 : $1 }, target: 0,
+                                targetOffset: 0, targetStrides: byteStrides(y.shape, size))]
+        case "tile":
+            let y = outputs[0]
+            guard y.shape.count == rank else { throw OpError("tile output rank differs") }
+            let ys = byteStrides(y.shape, size)
+            var shape: [Int] = [], ss: [Int] = [], ts: [Int] = []
+            for a in 0 ..< rank {
+                guard x.shape[a] > 0 else { shape = []; break }
+                let repeats = y.shape[a] / x.shape[a]
+                shape += [repeats, x.shape[a]]
+                ss += [0, xs[a]]
+                ts += [x.shape[a] * ys[a], ys[a]]
+            }
+            if !shape.isEmpty { blocks = [BlockCopy(shape: shape, source: 0, sourceOffset: 0, sourceStrides: ss, target: 0, targetOffset: 0, targetStrides: ts)] }
+        default:
+            throw OpError("\(op.opType) is not a copy")
+        }
+        for b in blocks where b.shape.count > Int(KILN_MAX_RANK) { throw OpError("rank \(b.shape.count) is above \(KILN_MAX_RANK)") }
+        let layouts = blocks.map { ShapeBuffer(shape: $0.shape, strides: [$0.sourceStrides, $0.targetStrides]) }
+        let fillCount = outputs.first?.count ?? 0
+        return BoundStep { slots in
+            if let fill {
+                fill.withUnsafeBytes { kiln_fill__scalar(size, fillCount, $0.baseAddress, outputs[0].pointer(slots)) }
+            }
+            for (b, layout) in zip(blocks, layouts) {
+                guard let source = inputs[b.source] else { continue }
+                kiln_copy_nd__scalar(size, layout.rank, layout.shape, source.pointer(slots) + b.sourceOffset, layout.strides(0),
+                                     outputs[b.target].pointer(slots) + b.targetOffset, layout.strides(1))
+            }
+        }
+    }
+}
+
+/// `reshape`, `flatten`, `squeeze`, `unsqueeze`, `identity`: a shape-specialized plan gives
+/// the result its source's memory (no step runs); bound on its own it copies the bytes.
+struct ViewStep: StepKernel {
+    let id: KernelID
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { nil }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, outputs.count == 1, outputs[0].byteCount == x.byteCount else { throw OpError("a view keeps its bytes") }
+        let y = outputs[0]
+        return BoundStep { slots in y.pointer(slots).copyMemory(from: x.pointer(slots), byteCount: y.byteCount) }
+    }
+}
+
+/// `shape`, `size`, `constant`, `constant_of_shape`, `range`: values from shapes, scalars and
+/// attributes. A shape-specialized plan folds them into constants; bound on its own
+/// (a result too large to fold) it computes the value with the op set's routine.
+struct GenerateStep: StepKernel {
+    let id: KernelID
+    let routine: ReferenceStep
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { nil }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        try routine.bind(inputs, outputs, &context)
+    }
+}

@@ -1,0 +1,158 @@
+@preconcurrency import CKilnKernels
+import KilnCompiler
+import KilnFormat
+
+/// The ISA variants of the normalization kernels.
+struct NormalizationKernels {
+    typealias Reduce = @convention(c) (Int32, Int, Int, Int, UnsafePointer<Float>?, UnsafeMutablePointer<Float>?) -> Void
+    typealias LayerNorm = @convention(c) (Int, Int, UnsafePointer<Float>?, UnsafePointer<Float>?, UnsafePointer<Float>?, Float,
+                                          UnsafeMutablePointer<Float>?) -> Void
+    let reduce: Reduce
+    let softmax: Reduce
+    let layerNorm: LayerNorm
+
+    init(_ isa: ISA) {
+        #if arch(x86_64)
+        if isa == .avx2 {
+            (reduce, softmax, layerNorm) = (kiln_f32_reduce__avx2, kiln_f32_softmax_nd__avx2, kiln_f32_layer_norm__avx2)
+            return
+        }
+        #endif
+        (reduce, softmax, layerNorm) = (kiln_f32_reduce__scalar, kiln_f32_softmax_nd__scalar, kiln_f32_layer_norm__scalar)
+    }
+}
+
+/// Splits `shape` around `axis`: (outer, n, inner).
+func around(_ shape: [Int], axis: Int) -> (Int, Int, Int) {
+    (shape[..<axis].reduce(1, *), shape[axis], shape[(axis + 1)...].reduce(1, *))
+}
+
+/// `softmax`/`log_softmax` on any axis; rows split across threads.
+struct SoftmaxStep: StepKernel {
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let kernels: NormalizationKernels
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, x.dtype == .float32, !x.shape.isEmpty else { throw OpError("needs a float32 input of rank ≥ 1") }
+        let axis = try OpSet.normalize(axis: try op.attributes.int("axis", -1), rank: x.shape.count)
+        let (outer, n, inner) = around(x.shape, axis: axis)
+        let code = Int32(op.opType == "log_softmax" ? KILN_LOG_SOFTMAX : KILN_SOFTMAX)
+        let parts = splitRanges(outer, parts: x.count < 1 << 14 ? 1 : context.threads)
+        let (y, kernel, threads) = (outputs[0], kernels.softmax, context.threads)
+        return BoundStep { slots in
+            guard n > 0 else { return }
+            let px = x.floats(slots), py = y.floats(slots)
+            parallelFor(parts.count, threads: threads) { i in
+                let r = parts[i]
+                kernel(code, r.count, n, inner, px + r.lowerBound * n * inner, py + r.lowerBound * n * inner)
+            }
+        }
+    }
+}
+
+/// `layer_norm` over the last axis; rows split across threads.
+struct LayerNormStep: StepKernel {
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let kernels: NormalizationKernels
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
+        guard let x = inputs.first ?? nil else { return nil }
+        return op.outputs.count == 1 ? [(x.shape, x.dtype)] : nil
+    }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard outputs.count == 1, let x = inputs.first ?? nil, x.dtype == .float32, let n = x.shape.last, n > 0,
+              try OpSet.normalize(axis: try op.attributes.int("axis", -1), rank: x.shape.count) == x.shape.count - 1,
+              inputs.count >= 2, let gamma = inputs[1], gamma.count == n, gamma.dtype == .float32 else {
+            throw OpError("needs a float32 input normalized over its last axis with a matching scale")
+        }
+        let beta = inputs.count > 2 ? inputs[2] : nil
+        if let beta { guard beta.count == n, beta.dtype == .float32 else { throw OpError("bias does not fit") } }
+        let eps = Float(try op.attributes.float("epsilon", 1e-5))
+        let rows = x.count / n
+        let parts = splitRanges(rows, parts: x.count < 1 << 14 ? 1 : context.threads)
+        let (y, kernel, threads) = (outputs[0], kernels.layerNorm, context.threads)
+        return BoundStep { slots in
+            let px = x.floats(slots), py = y.floats(slots), pg = gamma.floats(slots), pb = beta.map { UnsafePointer($0.floats(slots)) }
+            parallelFor(parts.count, threads: threads) { i in
+                let r = parts[i]
+                kernel(r.count, n, px + r.lowerBound * n, pg, pb, eps, py + r.lowerBound * n)
+            }
+        }
+    }
+}
+
+/// `reduce_*` over a run of adjacent axes (after dropping size-1 dims).
+struct ReduceStep: StepKernel {
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let kernels: NormalizationKernels
+
+    static let codes: [String: Int32] = [
+        "reduce_sum": Int32(KILN_REDUCE_SUM), "reduce_mean": Int32(KILN_REDUCE_MEAN), "reduce_max": Int32(KILN_REDUCE_MAX),
+        "reduce_min": Int32(KILN_REDUCE_MIN), "reduce_prod": Int32(KILN_REDUCE_PROD), "reduce_l2": Int32(KILN_REDUCE_L2),
+    ]
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
+
+    /// The reduced axes, from the attribute or a known input; `nil` means all (or none for a no-op).
+    func axes(_ inputs: [Operand?], rank: Int) throws -> Set<Int> {
+        var list: [Int]? = try op.attributes.ints("axes")
+        if list == nil, inputs.count > 1, let a = inputs[1] {
+            guard let v = a.value, v.scalarType == .int64 else { throw OpError("axes are not known before the run") }
+            let c = v.contiguous()
+            list = (0 ..< c.elementCount).map { Int(c.unsafeBase.load(fromByteOffset: $0 * 8, as: Int64.self)) }
+        }
+        if let list, !list.isEmpty { return Set(try list.map { try OpSet.normalize(axis: $0, rank: rank) }) }
+        if try op.attributes.int("noop_with_empty_axes", 0) != 0 { return [] }
+        return Set(0 ..< rank)
+    }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, x.dtype == .float32, let code = ReduceStep.codes[op.opType] else { throw OpError("needs a float32 input") }
+        let axes = try axes(inputs, rank: x.shape.count)
+        guard !axes.isEmpty else { throw OpError("an empty reduction is a copy") }
+        // Adjacent reduced axes (ignoring size-1 dims) become the middle of [outer, n, inner].
+        let dims = x.shape.enumerated().filter { $0.element != 1 }
+        let reduced = dims.filter { axes.contains($0.offset) }
+        if let first = reduced.first, let last = reduced.last {
+            let positions = dims.map(\.offset)
+            let span = positions.firstIndex(of: first.offset)! ... positions.firstIndex(of: last.offset)!
+            guard span.allSatisfy({ axes.contains(dims[$0].offset) }) else { throw OpError("reduced axes are not adjacent") }
+        }
+        let n = reduced.reduce(1) { $0 * $1.element }
+        let outer = dims.filter { d in reduced.first.map { d.offset < $0.offset } ?? true }.reduce(1) { $0 * $1.element }
+        let inner = x.count / max(n * outer, 1)
+        let (y, kernel) = (outputs[0], kernels.reduce)
+        guard y.count == outer * inner || x.count == 0 else { throw OpError("output \(y.shape) does not fit the reduction") }
+        return BoundStep { slots in
+            guard y.count > 0 else { return }
+            kernel(code, outer, n, inner, x.floats(slots), y.floats(slots))
+        }
+    }
+}
+
+/// `argmax`/`argmin` along one axis.
+struct ArgReduceStep: StepKernel {
+    let id: KernelID
+    let op: KilnFormat.Operation
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, x.dtype == .float32, !x.shape.isEmpty else { throw OpError("needs a float32 input") }
+        let axis = try OpSet.normalize(axis: try op.attributes.int("axis", 0), rank: x.shape.count)
+        let (outer, n, inner) = around(x.shape, axis: axis)
+        guard n > 0 else { throw OpError("cannot take the extreme of an empty axis") }
+        let largest: Int32 = op.opType == "argmax" ? 1 : 0
+        let last = Int32(try op.attributes.int("select_last_index", 0) != 0 ? 1 : 0)
+        let y = outputs[0]
+        return BoundStep { slots in
+            kiln_f32_arg_reduce__scalar(largest, last, outer, n, inner, x.floats(slots), y.pointer(slots).assumingMemoryBound(to: Int64.self))
+        }
+    }
+}
