@@ -4,6 +4,7 @@
 #include "kiln_kernels.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln_math.h"
@@ -186,4 +187,70 @@ void kiln_f32_global_max_pool__scalar(size_t channels, size_t n, const float *x,
         for (size_t i = 0; i < n; i++) m = xc[i] > m ? xc[i] : m;
         y[c] = m;
     }
+}
+
+void kiln_f32_channel_affine__scalar(size_t batch, size_t channels, size_t inner, const float *x, const float *a, const float *b,
+                                     float *y) {
+    for (size_t n = 0; n < batch; n++)
+        for (size_t c = 0; c < channels; c++) {
+            const float *xc = x + (n * channels + c) * inner;
+            float *yc = y + (n * channels + c) * inner;
+            const float av = a[c], bv = b[c];
+            for (size_t i = 0; i < inner; i++) yc[i] = xc[i] * av + bv;
+        }
+}
+
+void kiln_f32_instance_norm__scalar(size_t batch, size_t channels, size_t inner, const float *x, const float *scale,
+                                    const float *bias, float epsilon, float *y) {
+    for (size_t n = 0; n < batch; n++)
+        for (size_t c = 0; c < channels; c++) {
+            const float *xc = x + (n * channels + c) * inner;
+            float *yc = y + (n * channels + c) * inner;
+            double sum = 0;
+            for (size_t i = 0; i < inner; i++) sum += xc[i];
+            const float mean = (float)(sum / (double)inner);
+            double var = 0;
+            for (size_t i = 0; i < inner; i++) { const double d = xc[i] - mean; var += d * d; }
+            const float inv = 1.0f / sqrtf((float)(var / (double)inner) + epsilon);
+            const float s = scale[c] * inv, b = bias[c];
+            for (size_t i = 0; i < inner; i++) yc[i] = (xc[i] - mean) * s + b;
+        }
+}
+
+// top_k: per row of [outer, n, inner], the k largest (or smallest) values and their indices,
+// ties broken by the lower index (a stable selection).
+typedef struct { float v; int64_t i; } kiln_ranked;
+
+static int kiln_rank_desc(const void *pa, const void *pb) {
+    const kiln_ranked *a = pa, *b = pb;
+    if (a->v != b->v) {
+        if (a->v != a->v) return -1; // NaN first
+        if (b->v != b->v) return 1;
+        return a->v > b->v ? -1 : 1;
+    }
+    return a->i < b->i ? -1 : (a->i > b->i);
+}
+
+static int kiln_rank_asc(const void *pa, const void *pb) {
+    const kiln_ranked *a = pa, *b = pb;
+    if (a->v != b->v) {
+        if (a->v != a->v) return 1;
+        if (b->v != b->v) return -1;
+        return a->v < b->v ? -1 : 1;
+    }
+    return a->i < b->i ? -1 : (a->i > b->i);
+}
+
+void kiln_f32_top_k__scalar(int largest, size_t outer, size_t n, size_t inner, size_t k, const float *x, float *values,
+                            int64_t *indices, void *scratch) {
+    kiln_ranked *row = (kiln_ranked *)scratch;
+    for (size_t o = 0; o < outer; o++)
+        for (size_t i = 0; i < inner; i++) {
+            for (size_t r = 0; r < n; r++) { row[r].v = x[(o * n + r) * inner + i]; row[r].i = (int64_t)r; }
+            qsort(row, n, sizeof *row, largest ? kiln_rank_desc : kiln_rank_asc);
+            for (size_t r = 0; r < k; r++) {
+                values[(o * k + r) * inner + i] = row[r].v;
+                indices[(o * k + r) * inner + i] = row[r].i;
+            }
+        }
 }

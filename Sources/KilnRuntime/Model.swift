@@ -203,7 +203,7 @@ public final class InferenceFunction: Sendable {
     public let name: String
     /// Its inputs and outputs.
     public let descriptor: FunctionDescriptor
-    private let runner: any FunctionRunner
+    let runner: any FunctionRunner
 
     init(_ runner: any FunctionRunner) {
         self.runner = runner

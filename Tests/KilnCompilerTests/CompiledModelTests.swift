@@ -20,6 +20,7 @@ final class CompiledModelTests: XCTestCase {
         for arch in runnableArchitectures {
             let path = "\(dir)/\(name).\(arch.name).compiled"
             try compileArtifact(model, arch, to: path)
+            try assertNoReferenceSteps(path, "\(name) \(arch.name)")
             let got = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: golden.inputs,
                                                                label: "\(name) \(arch.name)")
             for (outputName, want) in golden.outputs {
@@ -44,6 +45,7 @@ final class CompiledModelTests: XCTestCase {
             _ = try await assertCompiledMatchesReference(classifier, artifact: "\(dir)/c.\(arch.name).compiled", function: "main",
                                                          inputs: ["features": features], label: "TinyClassifier \(arch.name)")
             try compileArtifact(encoder, arch, to: "\(dir)/e.\(arch.name).compiled")
+            try assertNoReferenceSteps("\(dir)/e.\(arch.name).compiled", "TinyEncoder \(arch.name)")
             for function in ["embed", "encode"] {
                 _ = try await assertCompiledMatchesReference(encoder, artifact: "\(dir)/e.\(arch.name).compiled", function: function,
                                                              inputs: ["tokens": tokens], label: "TinyEncoder.\(function) \(arch.name)")

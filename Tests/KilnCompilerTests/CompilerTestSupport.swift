@@ -2,7 +2,7 @@ import Foundation
 import KilnCompiler
 import KilnFormat
 import KilnReference
-import KilnRuntime
+@testable import KilnRuntime
 import KilnTestSupport
 import XCTest
 
@@ -41,6 +41,12 @@ func assertCompiledMatchesReference(_ model: PortableModel, artifact path: Strin
     let first = try await f.run(inputs: inputs)
     let got = try await f.run(inputs: inputs)
     let want = try ReferenceInterpreter(model: model, function: function).run(inputs)
+    if let executor = f.runner as? FunctionExecutor {
+        for report in executor.planReports {
+            XCTAssertNil(report.generic, "\(label): no shape plan", file: file, line: line)
+            XCTAssertEqual(report.fallbacks, [], "\(label): steps fell back", file: file, line: line)
+        }
+    }
     var out: [String: NDArray] = [:]
     for (name, w) in want {
         assertMatches(first[name], w, "\(label) \(name) vs reference (first run)", file: file, line: line)
@@ -48,4 +54,14 @@ func assertCompiledMatchesReference(_ model: PortableModel, artifact path: Strin
         out[name] = got[name]
     }
     return out
+}
+
+/// Fails for every step of the artifact at `path` that the plan gives to the reference kernel.
+func assertNoReferenceSteps(_ path: String, _ label: String, file: StaticString = #filePath, line: UInt = #line) throws {
+    let artifact = try CompiledArtifact.read(at: path, verifyWeights: true)
+    for (f, plan) in zip(artifact.plan.model.functions, artifact.plan.functions) {
+        for (op, step) in zip(f.operations, plan.steps) where step.kernel == KernelID.reference.description {
+            XCTFail("\(label): \(f.name) \(op.opType) '\(op.name)' runs the reference kernel", file: file, line: line)
+        }
+    }
 }

@@ -24,12 +24,7 @@ final class ExecutorTests: XCTestCase {
         for arch in runnableArchitectures {
             let path = "\(dir)/m.\(arch.name).compiled"
             try compileArtifact(model, arch, to: path)
-            let artifact = try CompiledArtifact.read(at: path, verifyWeights: true)
-            for (f, plan) in zip(artifact.plan.model.functions, artifact.plan.functions) {
-                for (op, step) in zip(f.operations, plan.steps) where step.kernel == KernelID.reference.description {
-                    XCTFail("\(label) \(arch.name): \(op.opType) '\(op.name)' runs the reference kernel")
-                }
-            }
+            try assertNoReferenceSteps(path, "\(label) \(arch.name)")
             _ = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: inputs, label: "\(label) \(arch.name)")
         }
     }

@@ -239,6 +239,34 @@ void kiln_f32_im2col__scalar(size_t channels, size_t h, size_t w, const float *x
 /// y[c, r] = x[r, c] for a rows x cols block.
 void kiln_f32_transpose__scalar(size_t rows, size_t cols, const float *x, float *y);
 
+/// Per-channel y = x · a[c] + b[c] over [batch, channels, inner] (unfolded batch_norm).
+void kiln_f32_channel_affine__scalar(size_t batch, size_t channels, size_t inner, const float *x, const float *a, const float *b,
+                                     float *y);
+/// instance_norm over [batch, channels, inner].
+void kiln_f32_instance_norm__scalar(size_t batch, size_t channels, size_t inner, const float *x, const float *scale,
+                                    const float *bias, float epsilon, float *y);
+/// top_k along the middle axis of [outer, n, inner]; `scratch` holds n × 16 bytes.
+void kiln_f32_top_k__scalar(int largest, size_t outer, size_t n, size_t inner, size_t k, const float *x, float *values,
+                            int64_t *indices, void *scratch);
+
+/// Resize along the middle axis of [outer, n, inner] to m: y[o, i] = Σ_t weight[i, t] · x[o, index[i, t]]
+/// (taps with weight 0 skipped).
+void kiln_f32_resize_axis__scalar(size_t outer, size_t n, size_t inner, const float *x, size_t m, size_t taps,
+                                  const int32_t *index, const float *weight, float *y);
+/// Adds columns (rows (c, ky, kx), one column per input pixel of h × w) into y [channels, oh, ow]:
+/// the scatter half of a transposed convolution.
+void kiln_f32_col2im__scalar(size_t channels, size_t h, size_t w, size_t kh, size_t kw, size_t sh, size_t sw, size_t dh,
+                             size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, const float *cols, float *y);
+
+/// One LSTM step for one sequence: gate pre-activations xw (input projection + both biases) and
+/// hr (recurrent projection), order i, o, f, c; optional peepholes [3 × hidden] (i, o, f); c and h updated.
+void kiln_f32_lstm_gates__scalar(size_t hidden, const float *xw, const float *hr, const float *peep, float *c, float *h);
+/// GRU reset gate applied to the state: rh = sigmoid(xw_r + hr_r) ⊙ h (for linear_before_reset = 0).
+void kiln_f32_gru_reset__scalar(size_t hidden, const float *xw, const float *hr, const float *h, float *rh);
+/// One GRU step for one sequence: xw and hr in gate order z, r, h; hr's h part is R_h·h + Rb_h when
+/// linear_before_reset, else R_h·(r ⊙ h) + Rb_h; h updated.
+void kiln_f32_gru_gates__scalar(size_t hidden, int linear_before_reset, const float *xw, const float *hr, float *h);
+
 // MARK: Exact 1-D k-means
 
 /// The j in [lo, hi] minimizing prev[j] + max(0, (q[i]-q[j]) - (s[i]-s[j])^2 / (w[i]-w[j]));

@@ -90,13 +90,29 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     /// `shape`, `size`, `constant`, `constant_of_shape`, `range`: values made from shapes,
     /// scalars and attributes (folded into constants by a shape-specialized plan).
     case generate = "generate"
+    /// `resize` (nearest, linear, cubic) as separable passes.
+    case resize = "f32_resize"
+    /// `conv_transpose` in 2-D: GEMM into columns, then col2im (tiled).
+    case convTranspose = "f32_conv_transpose"
+    /// `lstm`/`gru`: one GEMM for all input projections, a recurrent GEMM and fused gates per step (tiled).
+    case recurrent = "f32_recurrent"
+    /// `batch_norm` left unfolded: a per-channel affine map.
+    case batchNorm = "f32_batch_norm"
+    /// `instance_norm`.
+    case instanceNorm = "f32_instance_norm"
+    /// `top_k`.
+    case topK = "f32_top_k"
+    /// `gather_nd`.
+    case gatherND = "gather_nd"
+    /// `scatter_nd` without reduction.
+    case scatterND = "scatter_nd"
     /// The reference interpreter's kernel for the op.
     case reference = "reference"
 
     /// Whether the family's kernels are named by a GEMM tile.
     public var isTiled: Bool {
         switch self {
-        case .gemm, .conv2d, .conv2dNCHW, .matmul: return true
+        case .gemm, .conv2d, .conv2dNCHW, .matmul, .convTranspose, .recurrent: return true
         default: return false
         }
     }
@@ -104,7 +120,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     /// The ISAs this family is built for, on any host (C variants and their Swift bindings).
     public var isas: [ISA] {
         switch self {
-        case .gemm, .conv2d, .conv2dNCHW, .matmul: return ISA.allCases
+        case .gemm, .conv2d, .conv2dNCHW, .matmul, .convTranspose, .recurrent: return ISA.allCases
         case .unary, .binary, .depthwise, .softmax, .layerNorm, .reduce, .pool2d: return [.scalar, .avx2]
         case .reference: return []
         default: return [.scalar]

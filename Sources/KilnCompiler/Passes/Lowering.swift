@@ -18,7 +18,7 @@ public struct Lowering: CompilerPass {
     static let arithmetic: Set<String> = ["add", "sub", "mul", "div", "pow", "max", "min", "mod"]
     static let comparisons: Set<String> = ["equal", "less", "less_or_equal", "greater", "greater_or_equal"]
     static let logic: Set<String> = ["and", "or", "xor"]
-    static let copies: Set<String> = ["transpose", "slice", "concat", "split", "expand", "tile", "pad"]
+    static let copies: Set<String> = ["transpose", "slice", "concat", "split", "expand", "tile", "pad", "depth_to_space", "space_to_depth"]
     static let views: Set<String> = ["reshape", "flatten", "squeeze", "unsqueeze", "identity"]
     static let generators: Set<String> = ["shape", "size", "constant", "constant_of_shape", "range"]
     static let castable: Set<DataType> = [.float32, .float64, .int64, .int32, .int8, .uint8, .bool]
@@ -74,8 +74,9 @@ public struct Lowering: CompilerPass {
         case "conv":
             guard float, op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4,
                   input(0)?.dtype == .float32, let group = try? op.attributes.int("group", 1) else { return .reference }
-            if group == 1 { if case .dense = w.encoding { return .conv2dNCHW } else { return .conv2d } }
-            return depthwise(op, unit) ? .depthwise : .reference
+            if depthwise(op, unit) { return .depthwise }
+            if case .dense = w.encoding { return .conv2dNCHW }
+            return group == 1 ? .conv2d : .reference
         case "linear", "matmul":
             guard float, op.inputs.count >= 2, input(0)?.dtype == .float32 else { return .reference }
             if let w = unit.weight(op.inputs[1]), orientation(op, w) != nil { return .gemm }
@@ -97,6 +98,26 @@ public struct Lowering: CompilerPass {
         case "cast":
             guard let x = input(0), let to = outputs.first?.dtype else { return .reference }
             return (Lowering.castable.contains(x.dtype) || x.dtype == .float16 && to == .float32) && Lowering.castable.contains(to) ? .cast : .reference
+        case "conv_transpose":
+            guard float, op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4, input(0)?.rank == 4 else { return .reference }
+            return .convTranspose
+        case "lstm", "gru":
+            guard input(0)?.dtype == .float32, op.inputs.count >= 3, unit.weight(op.inputs[1]) != nil, unit.weight(op.inputs[2]) != nil else {
+                return .reference
+            }
+            return .recurrent
+        case "resize":
+            return float && input(0)?.dtype == .float32 ? .resize : .reference
+        case "batch_norm":
+            return float && op.outputs.count == 1 ? .batchNorm : .reference
+        case "instance_norm":
+            return float ? .instanceNorm : .reference
+        case "top_k":
+            return input(0)?.dtype == .float32 && outputs.count == 2 ? .topK : .reference
+        case "gather_nd":
+            return notSubByte && [.int64, .int32].contains(input(1)?.dtype) ? .gatherND : .reference
+        case "scatter_nd":
+            return notSubByte && [.int64, .int32].contains(input(1)?.dtype) ? .scatterND : .reference
         case "softmax", "log_softmax":
             return float && input(0)?.dtype == .float32 ? .softmax : .reference
         case "layer_norm":

@@ -2,10 +2,10 @@ import KilnFormat
 
 /// ONNX `Resize`: nearest (four rounding modes), linear and cubic interpolation with
 /// every coordinate transformation mode, applied one axis at a time.
-enum Resize {
-    struct Options {
-        var mode: String
-        var transform: String
+package enum Resize {
+    package struct Options {
+        package var mode: String
+        package var transform: String
         var nearest: String
         var cubicA: Double
         var excludeOutside: Bool
@@ -13,7 +13,7 @@ enum Resize {
         var policy: String
     }
 
-    static func options(_ a: [String: AttributeValue]) throws -> Options {
+    package static func options(_ a: [String: AttributeValue]) throws -> Options {
         let o = Options(
             mode: try a.string("mode", "nearest"),
             transform: try a.string("coordinate_transformation_mode", "half_pixel"),
@@ -35,9 +35,22 @@ enum Resize {
         return o
     }
 
-    /// Resizes `x`; exactly one of `scales` and `sizes` is given (over `axes`).
-    static func resize(_ x: NDArray, scales: [Double]?, sizes: [Int]?, roi: [Double]?, axes: [Int]?, _ o: Options) throws -> NDArray {
-        guard x.scalarType == .float32 else { throw OpError("resize needs float32 input") }
+    /// The output shape, per-axis scale and region of interest of a resize of `shape`.
+    package struct Geometry {
+        package var output: [Int]
+        package var scale: [Double]
+        package var roiStart: [Double]
+        package var roiEnd: [Double]
+
+        /// Whether axis `a` is interpolated (the reference resizes exactly these, in order).
+        package func resizes(_ a: Int, input: [Int], _ o: Options) -> Bool {
+            output[a] != input[a] || scale[a] != 1 || o.transform == "tf_crop_and_resize"
+        }
+    }
+
+    /// Works out a resize's geometry; exactly one of `scales` and `sizes` is given (over `axes`).
+    package static func geometry(_ shape: [Int], scales: [Double]?, sizes: [Int]?, roi: [Double]?, axes: [Int]?, _ o: Options) throws -> Geometry {
+        let x = (rank: shape.count, shape: shape)
         let axes = try (axes ?? Array(0 ..< x.rank)).map { try OpSet.normalize(axis: $0, rank: x.rank) }
         var scale = [Double](repeating: 1, count: x.rank)
         var outShape = x.shape
@@ -79,10 +92,17 @@ enum Resize {
                 roiEnd[a] = roi[k + axes.count]
             }
         }
+        return Geometry(output: outShape, scale: scale, roiStart: roiStart, roiEnd: roiEnd)
+    }
+
+    /// Resizes `x`; exactly one of `scales` and `sizes` is given (over `axes`).
+    static func resize(_ x: NDArray, scales: [Double]?, sizes: [Int]?, roi: [Double]?, axes: [Int]?, _ o: Options) throws -> NDArray {
+        guard x.scalarType == .float32 else { throw OpError("resize needs float32 input") }
+        let g = try geometry(x.shape, scales: scales, sizes: sizes, roi: roi, axes: axes, o)
         var current = x
         var outside = [[Bool]](repeating: [], count: x.rank)
-        for a in 0 ..< x.rank where outShape[a] != x.shape[a] || scale[a] != 1 || o.transform == "tf_crop_and_resize" {
-            let (taps, out) = weights(input: x.shape[a], output: outShape[a], scale: scale[a], roi: (roiStart[a], roiEnd[a]), o)
+        for a in 0 ..< x.rank where g.resizes(a, input: x.shape, o) {
+            let (taps, out) = weights(input: x.shape[a], output: g.output[a], scale: g.scale[a], roi: (g.roiStart[a], g.roiEnd[a]), o)
             outside[a] = out
             current = apply(current, axis: a, taps: taps)
         }
@@ -111,7 +131,7 @@ enum Resize {
     }
 
     /// Source taps (index, weight) of each output coordinate along one axis.
-    static func weights(input n: Int, output m: Int, scale: Double, roi: (Double, Double), _ o: Options) -> ([[(Int, Float)]], [Bool]) {
+    package static func weights(input n: Int, output m: Int, scale: Double, roi: (Double, Double), _ o: Options) -> ([[(Int, Float)]], [Bool]) {
         var taps: [[(Int, Float)]] = []
         var outside: [Bool] = []
         taps.reserveCapacity(m)

@@ -32,7 +32,15 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     private let plans = PlanCache(capacity: 8)
     let profile: StepProfile?
 
-    deinit { profile?.report(steps.map { "\($0.name) [\($0.kernel.id)]" }) }
+    deinit {
+        guard let profile else { return }
+        var notes: [String] = []
+        for r in planReports {
+            if let reason = r.generic { notes.append("shapes run generically: \(reason)") }
+            notes += r.fallbacks.map { "fallback: \($0)" }
+        }
+        profile.report(steps.map { "\($0.name) [\($0.kernel.id)]" }, notes: notes)
+    }
 
     init(plan: CompiledPlan, function index: Int, threads: Int, frequentReshapes: Bool) throws {
         let f = plan.model.functions[index], fp = plan.functions[index]
@@ -95,13 +103,25 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         case nil:
             let recording = Recording(slotCount: slotCount)
             let outputs = try runGeneric(args, recording: recording)
-            plans.insert(key, (try? ShapePlan(self, recording)).map { .plan($0) } ?? .generic)
+            do {
+                plans.insert(key, .plan(try ShapePlan(self, recording)))
+            } catch {
+                plans.insert(key, .generic(reason: "\(error)"))
+            }
             return outputs
         }
     }
 
-    /// The plans built so far, for `kiln inspect`-style reports and tests.
-    var cachedPlanCount: Int { plans.count }
+    /// The shape plans built so far: for each, why it runs generically (or `nil`), its arena
+    /// size and the steps that fell back to the reference kernel.
+    var planReports: [(generic: String?, arenaBytes: Int, fallbacks: [String])] {
+        plans.all.map {
+            switch $0 {
+            case .plan(let p): return (nil, p.arenaBytes, p.fallbacks)
+            case .generic(let reason): return (reason, 0, [])
+            }
+        }
+    }
 
     /// Runs every step with shapes worked out as it goes, allocating each result; records
     /// shapes and foldable values when `recording` is given.
@@ -174,7 +194,7 @@ struct ShapeKey: Hashable {
 
 /// Shape-specialized plans by input shapes, at most `capacity` (least recently built dropped).
 final class PlanCache: @unchecked Sendable {
-    enum Entry { case plan(ShapePlan), generic }
+    enum Entry { case plan(ShapePlan), generic(reason: String) }
     private var entries: [ShapeKey: Entry] = [:]
     private var order: [ShapeKey] = []
     private let capacity: Int
@@ -183,6 +203,7 @@ final class PlanCache: @unchecked Sendable {
     init(capacity: Int) { self.capacity = capacity }
 
     var count: Int { lock.withLock { entries.count } }
+    var all: [Entry] { lock.withLock { order.compactMap { entries[$0] } } }
 
     func entry(for key: ShapeKey) -> Entry? { lock.withLock { entries[key] } }
 
@@ -209,13 +230,14 @@ final class StepProfile: @unchecked Sendable {
 
     func countRun() { lock.withLock { runs += 1 } }
 
-    func report(_ names: [String]) {
+    func report(_ names: [String], notes: [String]) {
         let total = max(nanoseconds.reduce(0, +), 1)
         let runs = max(self.runs, 1)
         var lines = "profile: \(self.runs) planned runs, \(String(format: "%.3f", Double(total) / 1e6 / Double(runs))) ms per run in steps\n"
         for (i, ns) in nanoseconds.enumerated().sorted(by: { $0.1 > $1.1 }).prefix(25) where ns > 0 {
             lines += String(format: "  %6.2f%%  %8.3f ms  ", Double(ns) * 100 / Double(total), Double(ns) / 1e6 / Double(runs)) + names[i] + "\n"
         }
+        for n in notes { lines += "  \(n)\n" }
         FileHandle.standardError.write(Data(lines.utf8))
     }
 }

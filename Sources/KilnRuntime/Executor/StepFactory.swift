@@ -77,11 +77,37 @@ enum StepFactory {
             try expect(["gather"])
             return GatherStep(id: id, op: op)
         case .copy:
-            try expect(["transpose", "slice", "concat", "split", "pad", "expand", "tile"])
+            try expect(["transpose", "slice", "concat", "split", "pad", "expand", "tile", "depth_to_space", "space_to_depth"])
             return CopyStep(id: id, op: op)
         case .view:
             try expect(["reshape", "flatten", "squeeze", "unsqueeze", "identity"])
             return ViewStep(id: id)
+        case .resize:
+            try expect(["resize"])
+            return try ResizeStep(id: id, op: op)
+        case .convTranspose:
+            try expect(["conv_transpose"])
+            guard let uk = id.microkernel, let tile = id.tile else { throw OpError("microkernel \(id) is not available") }
+            return try ConvTransposeStep(id: id, op: op, weight: try constant(1), ukernel: uk, tile: tile)
+        case .recurrent:
+            try expect(["lstm", "gru"])
+            guard let uk = id.microkernel, let tile = id.tile else { throw OpError("microkernel \(id) is not available") }
+            return try RecurrentStep(id: id, op: op, constants: constants, inputs: inputs, ukernel: uk, tile: tile)
+        case .batchNorm:
+            try expect(["batch_norm"])
+            return BatchNormStep(id: id, op: op)
+        case .instanceNorm:
+            try expect(["instance_norm"])
+            return InstanceNormStep(id: id, op: op)
+        case .topK:
+            try expect(["top_k"])
+            return TopKStep(id: id, op: op)
+        case .gatherND:
+            try expect(["gather_nd"])
+            return GatherNDStep(id: id, op: op)
+        case .scatterND:
+            try expect(["scatter_nd"])
+            return ScatterNDStep(id: id, op: op)
         case .generate:
             try expect(["shape", "size", "constant", "constant_of_shape", "range"])
             return GenerateStep(id: id, routine: ReferenceStep(kernel: try ReferenceKernel(op), fallback: nil))

@@ -85,9 +85,9 @@ struct PackedConvStep: StepKernel, @unchecked Sendable {
     }
 }
 
-/// Dense `conv` (group 1) in NCHW: per image the input (or its im2col rows) is packed into
-/// panels of output pixels, then each chunk of output channels sweeps every panel; bias and
-/// activation per output row.
+/// Dense `conv` in NCHW, any group count: per image and group the input (or its im2col rows)
+/// is packed into panels of output pixels, then each chunk of output channels sweeps every
+/// panel; bias and activation per output row.
 struct ConvNCHWStep: StepKernel, @unchecked Sendable {
     let id: KernelID
     let op: KilnFormat.Operation
@@ -100,14 +100,17 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
     func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
 
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
-        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, x.shape[1] == weight.shape[1] else {
-            throw OpError("needs a float32 NCHW input with \(weight.shape[1]) channels")
+        let group = try op.attributes.int("group", 1)
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, group >= 1, x.shape[1] == weight.shape[1] * group,
+              weight.shape[0] % group == 0 else {
+            throw OpError("needs a float32 NCHW input with \(weight.shape[1]) channels per group")
         }
-        let (batch, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
-        let (m, kh, kw) = (weight.shape[0], weight.shape[2], weight.shape[3])
+        let (batch, channels, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+        let (outChannels, kh, kw) = (weight.shape[0], weight.shape[2], weight.shape[3])
+        let (c, m) = (channels / group, outChannels / group)
         let k = c * kh * kw
         let bias = inputs.count > 2 ? inputs[2] : nil
-        if let bias { guard bias.count == m, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(m) channels") } }
+        if let bias { guard bias.count == outChannels, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(outChannels) channels") } }
         let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
         let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
         let pixels = oh * ow
@@ -132,13 +135,14 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
             let biasPointer = bias.map { UnsafePointer($0.floats(slots)) }
             var b = kiln_packed_b()
             b.kind = Int32(KILN_B_F32); b.k = k; b.n = pixels; b.nr = nr; b.data = UnsafeRawPointer(packed)
-            for image in 0 ..< batch {
-                let xi = x.floats(slots) + image * c * h * w
+            for image in 0 ..< batch { for gi in 0 ..< group {
+                let xi = x.floats(slots) + (image * channels + gi * c) * h * w
                 if let cols {
                     kiln_f32_im2col_rows__scalar(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
                                                  window.dilations[1], pt, pl, oh, ow, cols)
                 }
-                let source = UnsafePointer(cols ?? xi), out = y.floats(slots) + image * m * pixels
+                let source = UnsafePointer(cols ?? xi), out = y.floats(slots) + (image * outChannels + gi * m) * pixels
+                let pwg = pw + gi * m * k, biasg = biasPointer.map { $0 + gi * m }
                 parallelFor(panelRanges.count, threads: threads) { i in
                     let r = panelRanges[i]
                     let n0 = r.lowerBound * nr, width = min(pixels, r.upperBound * nr) - n0
@@ -147,16 +151,16 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
                 parallelFor(rowChunks.count, threads: threads) { i in
                     let rows = rowChunks[i]
                     var packedB = b
-                    kiln_f32_gemm(ukernel, mr, &packedB, pw, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, nil, nil)
-                    guard biasPointer != nil || activates else { return }
+                    kiln_f32_gemm(ukernel, mr, &packedB, pwg, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, nil, nil)
+                    guard biasg != nil || activates else { return }
                     var rowEpilogue = base
                     for r in rows {
                         let row = out + r * pixels
-                        if let biasPointer { let v = biasPointer[r]; for j in 0 ..< pixels { row[j] += v } }
+                        if let biasg { let v = biasg[r]; for j in 0 ..< pixels { row[j] += v } }
                         if activates { kiln_f32_epilogue(1, pixels, row, pixels, nil, &rowEpilogue) }
                     }
                 }
-            }
+            } }
         }
     }
 }

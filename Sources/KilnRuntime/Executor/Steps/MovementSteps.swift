@@ -68,7 +68,7 @@ struct GatherStep: StepKernel {
 }
 
 /// Data movement as strided block copies: `transpose`, `slice`, `concat`, `split`, `pad`
-/// (constant mode), `expand`, `tile`. The blocks are worked out when the step is bound.
+/// (constant mode), `expand`, `tile`, `depth_to_space`, `space_to_depth`. The blocks are worked out when the step is bound.
 struct CopyStep: StepKernel {
     let id: KernelID
     let op: KilnFormat.Operation
@@ -178,6 +178,31 @@ struct CopyStep: StepKernel {
                 ts += [x.shape[a] * ys[a], ys[a]]
             }
             if !shape.isEmpty { blocks = [BlockCopy(shape: shape, source: 0, sourceOffset: 0, sourceStrides: ss, target: 0, targetOffset: 0, targetStrides: ts)] }
+        case "depth_to_space", "space_to_depth":
+            // Both are a reshape to rank 6, a transpose and a reshape back: one strided copy.
+            let y = outputs[0]
+            guard rank == 4 else { throw OpError("needs NCHW input") }
+            let bs = try op.attributes.int("blocksize", 1)
+            let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+            let e = size
+            if op.opType == "depth_to_space" {
+                let c2 = c / (bs * bs)
+                let crd = try op.attributes.string("mode", "DCR") == "CRD"
+                // Output [N, C', H, b1, W, b2]; input channel = DCR: (b1·b + b2)·C' + c', CRD: c'·b² + b1·b + b2.
+                let cs = crd ? bs * bs * h * w * e : h * w * e
+                let b1s = crd ? bs * h * w * e : bs * c2 * h * w * e
+                let b2s = crd ? h * w * e : c2 * h * w * e
+                blocks = [BlockCopy(shape: [n, c2, h, bs, w, bs], source: 0, sourceOffset: 0,
+                                    sourceStrides: [c * h * w * e, cs, w * e, b1s, e, b2s], target: 0, targetOffset: 0,
+                                    targetStrides: byteStrides([n, c2, h, bs, w, bs], e))]
+            } else {
+                // Output [N, b1, b2, C, H', W'] (channel (b1·b + b2)·C + c) from input (c, h'·b + b1, w'·b + b2).
+                let (h2, w2) = (h / bs, w / bs)
+                blocks = [BlockCopy(shape: [n, bs, bs, c, h2, w2], source: 0, sourceOffset: 0,
+                                    sourceStrides: [c * h * w * e, w * e, e, h * w * e, bs * w * e, bs * e], target: 0, targetOffset: 0,
+                                    targetStrides: byteStrides([n, bs, bs, c, h2, w2], e))]
+            }
+            guard blocks[0].shape.reduce(1, *) == y.count else { throw OpError("block size \(bs) does not fit \(x.shape)") }
         default:
             throw OpError("\(op.opType) is not a copy")
         }

@@ -1,0 +1,46 @@
+// Spatial kernels besides convolution: separable resize along one axis and col2im (the
+// scatter half of a transposed convolution).
+#include "kiln_kernels.h"
+
+#include <string.h>
+
+void kiln_f32_resize_axis__scalar(size_t outer, size_t n, size_t inner, const float *x, size_t m, size_t taps,
+                                  const int32_t *index, const float *weight, float *y) {
+    for (size_t o = 0; o < outer; o++) {
+        const float *xo = x + o * n * inner;
+        for (size_t i = 0; i < m; i++) {
+            float *dst = y + (o * m + i) * inner;
+            for (size_t k = 0; k < inner; k++) dst[k] = 0.0f;
+            for (size_t t = 0; t < taps; t++) {
+                const float w = weight[i * taps + t];
+                if (w == 0.0f) continue;
+                const float *src = xo + (size_t)index[i * taps + t] * inner;
+                for (size_t k = 0; k < inner; k++) dst[k] += w * src[k];
+            }
+        }
+    }
+}
+
+void kiln_f32_col2im__scalar(size_t channels, size_t h, size_t w, size_t kh, size_t kw, size_t sh, size_t sw, size_t dh,
+                             size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, const float *cols, float *y) {
+    // cols: rows (c, ky, kx), one column per input pixel (h × w); y: [channels, oh, ow], accumulated.
+    for (size_t c = 0; c < channels; c++) {
+        float *yc = y + c * oh * ow;
+        for (size_t ky = 0; ky < kh; ky++) {
+            for (size_t kx = 0; kx < kw; kx++) {
+                const float *row = cols + ((c * kh + ky) * kw + kx) * h * w;
+                for (size_t iy = 0; iy < h; iy++) {
+                    const long oy = (long)(iy * sh + ky * dh) - (long)pt;
+                    if (oy < 0 || oy >= (long)oh) continue;
+                    float *yr = yc + (size_t)oy * ow;
+                    const float *src = row + iy * w;
+                    const long off = (long)(kx * dw) - (long)pl;
+                    for (size_t ix = 0; ix < w; ix++) {
+                        const long ox = (long)(ix * sw) + off;
+                        if (ox >= 0 && ox < (long)ow) yr[ox] += src[ix];
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+@preconcurrency import CKilnKernels
+import KilnCompiler
+import KilnFormat
+
+/// `lstm` and `gru` with the default activations, layout 0, no clipping: per direction one GEMM
+/// projects every timestep's input (biases in its epilogue), then each step runs the recurrent
+/// GEMM for all sequences and one fused gate kernel per sequence.
+struct RecurrentStep: StepKernel, @unchecked Sendable {
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let gates: Int
+    let hidden: Int
+    let directions: Int
+    let reverseOnly: Bool
+    let linearBeforeReset: Bool
+    let ukernel: kiln_f32_gemm_ukernel
+    let tile: GEMMTile
+    /// Per direction, packed Wᵀ [input, gates·h], Rᵀ [h, gates·h] and (GRU without linear-before-reset) R_hᵀ [h, h].
+    let packedW: [[Float]], packedR: [[Float]], packedRh: [[Float]]
+    /// Per direction, the input projection's bias and the recurrent projection's bias.
+    let biasX: [[Float]], biasR: [[Float]]
+    let peepholes: [[Float]]?
+    let inputSize: Int
+
+    init(id: KernelID, op: KilnFormat.Operation, constants: [Int: NDArray], inputs: [Int], ukernel: kiln_f32_gemm_ukernel, tile: GEMMTile) throws {
+        self.id = id
+        self.op = op
+        self.ukernel = ukernel
+        self.tile = tile
+        gates = op.opType == "lstm" ? 4 : 3
+        let a = op.attributes
+        hidden = try a.int("hidden_size", 0)
+        let direction = try a.string("direction", "forward")
+        directions = direction == "bidirectional" ? 2 : 1
+        reverseOnly = direction == "reverse"
+        linearBeforeReset = try a.int("linear_before_reset", 0) != 0
+        let defaults = gates == 4 ? ["sigmoid", "tanh", "tanh"] : ["sigmoid", "tanh"]
+        if let names = try a.strings("activations"), names.map({ $0.lowercased() }) != Array((0 ..< directions).map { _ in defaults }.joined()) {
+            throw OpError("only the default activations have a kernel")
+        }
+        guard a["clip"] == nil, try a.int("input_forget", 0) == 0, try a.int("layout", 0) == 0 else {
+            throw OpError("clip, input_forget and layout 1 have no kernel")
+        }
+        func constant(_ i: Int) -> NDArray? { i < inputs.count && inputs[i] >= 0 ? constants[inputs[i]] : nil }
+        guard let w = constant(1), let r = constant(2), w.scalarType == .float32, r.scalarType == .float32, w.rank == 3,
+              w.shape[0] == directions, w.shape[1] == gates * hidden, r.shape == [directions, gates * hidden, hidden] else {
+            throw OpError("W and R must be float32 weights of \(directions) direction(s) and hidden size \(hidden)")
+        }
+        inputSize = w.shape[2]
+        let b = constant(3)
+        if inputs.count > 3, inputs[3] >= 0, b == nil { throw OpError("B must be a weight") }
+        if let b, b.shape != [directions, 2 * gates * hidden] { throw OpError("B has shape \(b.shape)") }
+        let p = gates == 4 ? constant(7) : nil
+        if gates == 4, inputs.count > 7, inputs[7] >= 0, p == nil { throw OpError("P must be a weight") }
+        let (h, g, nr) = (hidden, gates, tile.nr)
+        func pack(_ base: UnsafePointer<Float>, k: Int, n: Int, columnStride: Int) -> [Float] {
+            var out = [Float](repeating: 0, count: (n + nr - 1) / nr * k * nr)
+            out.withUnsafeMutableBufferPointer { kiln_f32_pack_b(k, n, nr, base, 1, columnStride, $0.baseAddress) }
+            return out
+        }
+        let pw = w.unsafeBase.assumingMemoryBound(to: Float.self), pr = r.unsafeBase.assumingMemoryBound(to: Float.self)
+        let pb = b?.unsafeBase.assumingMemoryBound(to: Float.self)
+        var packedW: [[Float]] = [], packedR: [[Float]] = [], packedRh: [[Float]] = [], biasX: [[Float]] = [], biasR: [[Float]] = []
+        for d in 0 ..< directions {
+            packedW.append(pack(pw + d * g * h * inputSize, k: inputSize, n: g * h, columnStride: inputSize))
+            packedR.append(pack(pr + d * g * h * h, k: h, n: g * h, columnStride: h))
+            packedRh.append(g == 3 && !linearBeforeReset ? pack(pr + d * g * h * h + 2 * h * h, k: h, n: h, columnStride: h) : [])
+            let wb = (0 ..< g * h).map { pb?[d * 2 * g * h + $0] ?? 0 }, rb = (0 ..< g * h).map { pb?[d * 2 * g * h + g * h + $0] ?? 0 }
+            // LSTM: both biases on the input projection; GRU: the recurrent bias stays with R (the reset gate scales it).
+            biasX.append(g == 4 ? zip(wb, rb).map { $0 + $1 } : wb)
+            biasR.append(g == 4 ? [Float](repeating: 0, count: g * h) : rb)
+        }
+        self.packedW = packedW
+        self.packedR = packedR
+        self.packedRh = packedRh
+        self.biasX = biasX
+        self.biasR = biasR
+        let dirs = directions
+        peepholes = p.map { p in
+            let dense = p.contiguous()
+            return withExtendedLifetime(dense) {
+                let c = dense.unsafeBase.assumingMemoryBound(to: Float.self)
+                return (0 ..< dirs).map { d in (0 ..< 3 * h).map { c[d * 3 * h + $0] } }
+            }
+        }
+    }
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { nil }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 3, x.shape[2] == inputSize else { throw OpError("X does not fit") }
+        let (seq, batch, h, g, dirs) = (x.shape[0], x.shape[1], hidden, gates, directions)
+        if let lens = try knownIntegers(inputs.count > 4 ? inputs[4] : nil, "sequence_lens"), lens.contains(where: { $0 != seq }) {
+            throw OpError("sequences of different lengths have no kernel")
+        }
+        let h0 = inputs.count > 5 ? inputs[5] : nil, c0 = g == 4 && inputs.count > 6 ? inputs[6] : nil
+        for s in [h0, c0] { if let s, s.shape != [dirs, batch, h] { throw OpError("initial state has shape \(s.shape)") } }
+        let expected = [[seq, dirs, batch, h], [dirs, batch, h], [dirs, batch, h]]
+        for (k, o) in outputs.enumerated() where o.shape != expected[k] { throw OpError("output \(k) has shape \(o.shape)") }
+        let floats = [seq * batch * g * h, batch * g * h, batch * h, batch * h, batch * h, batch * h]
+        var offsets: [Int] = [], total = 0
+        for f in floats { offsets.append(total); total += (f * 4 + 63) / 64 * 64 }
+        context.scratch(total)
+        let nr = tile.nr
+        func packed(_ k: Int, _ n: Int) -> kiln_packed_b {
+            var b = kiln_packed_b()
+            b.kind = Int32(KILN_B_F32); b.k = k; b.n = n; b.nr = nr
+            return b
+        }
+        let (mr, ukernel, scratchSlot, reverseOnly, lbr) = (tile.mr, ukernel, context.scratchSlot, reverseOnly, linearBeforeReset)
+        let (packedW, packedR, packedRh, biasX, biasR, peepholes) = (packedW, packedR, packedRh, biasX, biasR, peepholes)
+        return BoundStep { slots in
+            let s = slots[scratchSlot]
+            let xw = (s + offsets[0]).assumingMemoryBound(to: Float.self), hr = (s + offsets[1]).assumingMemoryBound(to: Float.self)
+            let hs = (s + offsets[2]).assumingMemoryBound(to: Float.self), cs = (s + offsets[3]).assumingMemoryBound(to: Float.self)
+            let rh = (s + offsets[4]).assumingMemoryBound(to: Float.self), hh = (s + offsets[5]).assumingMemoryBound(to: Float.self)
+            let y = outputs.first.map { $0.floats(slots) }
+            for d in 0 ..< dirs {
+                let reverse = reverseOnly || d == 1
+                // All timesteps' input projections at once.
+                var e = kiln_epilogue()
+                packedW[d].withUnsafeBufferPointer { w in
+                    biasX[d].withUnsafeBufferPointer { bias in
+                        var b = packed(x.shape[2], g * h)
+                        b.data = UnsafeRawPointer(w.baseAddress)
+                        e.bias = bias.baseAddress
+                        kiln_f32_gemm(ukernel, mr, &b, x.floats(slots), x.shape[2], xw, g * h, 0, seq * batch, 0, (g * h + nr - 1) / nr, &e, nil)
+                    }
+                }
+                if let h0 { hs.update(from: h0.floats(slots) + d * batch * h, count: batch * h) } else { hs.initialize(repeating: 0, count: batch * h) }
+                if let c0 { cs.update(from: c0.floats(slots) + d * batch * h, count: batch * h) } else { cs.initialize(repeating: 0, count: batch * h) }
+                for step in 0 ..< seq {
+                    let t = reverse ? seq - 1 - step : step
+                    packedR[d].withUnsafeBufferPointer { r in
+                        biasR[d].withUnsafeBufferPointer { bias in
+                            var b = packed(h, g * h)
+                            b.data = UnsafeRawPointer(r.baseAddress)
+                            var re = kiln_epilogue()
+                            re.bias = bias.baseAddress
+                            kiln_f32_gemm(ukernel, mr, &b, hs, h, hr, g * h, 0, batch, 0, (g * h + nr - 1) / nr, &re, nil)
+                        }
+                    }
+                    for n in 0 ..< batch {
+                        let xwt = xw + (t * batch + n) * g * h, hrn = hr + n * g * h
+                        if g == 4 {
+                            if let peepholes {
+                                peepholes[d].withUnsafeBufferPointer { kiln_f32_lstm_gates__scalar(h, xwt, hrn, $0.baseAddress, cs + n * h, hs + n * h) }
+                            } else {
+                                kiln_f32_lstm_gates__scalar(h, xwt, hrn, nil, cs + n * h, hs + n * h)
+                            }
+                        } else if lbr {
+                            kiln_f32_gru_gates__scalar(h, 1, xwt, hrn, hs + n * h)
+                        } else {
+                            kiln_f32_gru_reset__scalar(h, xwt, hrn, hs + n * h, rh + n * h)
+                        }
+                    }
+                    if g == 3 && !lbr {
+                        // The candidate's recurrent term uses the reset state: R_h · (r ⊙ h) + Rb_h.
+                        packedRh[d].withUnsafeBufferPointer { r in
+                            var b = packed(h, h)
+                            b.data = UnsafeRawPointer(r.baseAddress)
+                            kiln_f32_gemm(ukernel, mr, &b, rh, h, hh, h, 0, batch, 0, (h + nr - 1) / nr, nil, nil)
+                        }
+                        for n in 0 ..< batch {
+                            let hrn = hr + n * g * h
+                            for j in 0 ..< h { hrn[2 * h + j] = hh[n * h + j] + biasR[d][2 * h + j] }
+                            kiln_f32_gru_gates__scalar(h, 0, xw + (t * batch + n) * g * h, hrn, hs + n * h)
+                        }
+                    }
+                    if let y { (y + (t * dirs + d) * batch * h).update(from: hs, count: batch * h) }
+                }
+                if outputs.count > 1 { (outputs[1].floats(slots) + d * batch * h).update(from: hs, count: batch * h) }
+                if outputs.count > 2 { (outputs[2].floats(slots) + d * batch * h).update(from: cs, count: batch * h) }
+            }
+        }
+    }
+}

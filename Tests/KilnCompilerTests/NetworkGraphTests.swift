@@ -1,0 +1,222 @@
+import Foundation
+import KilnCompiler
+import KilnFormat
+import KilnReference
+@testable import KilnRuntime
+import KilnTestSupport
+import XCTest
+
+/// Built graphs in the shapes of common networks compile with no `reference` step and match
+/// the interpreter on every runnable arch (generic run and shape plan).
+final class NetworkGraphTests: XCTestCase {
+    struct Graph {
+        var b: ModelBuilder
+        var seed = 0.0
+
+        init(_ name: String) { b = ModelBuilder(name: name) }
+
+        mutating func weight(_ name: String, _ shape: [Int], scale: Float = 0.3) throws -> Weight {
+            seed += 1
+            let s = seed
+            return try b.addWeight(name, shape: shape, values: (0 ..< shape.reduce(1, *)).map { Float(sin(Double($0) * 0.61 + s)) * scale })
+        }
+
+        mutating func ints(_ name: String, _ values: [Int64]) throws -> Weight {
+            try b.addWeight(name, dtype: .int64, shape: [values.count], bytes: values.flatMap { v in withUnsafeBytes(of: v.littleEndian) { Array($0) } })
+        }
+    }
+
+    func floats(_ shape: [Int], _ seed: Double) -> NDArray {
+        NDArray(shape: shape, scalars: (0 ..< shape.reduce(1, *)).map { Float(sin(Double($0) * 0.37 + seed)) })
+    }
+
+    func check(_ model: PortableModel, _ inputs: [String: NDArray], _ label: String) async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for arch in runnableArchitectures {
+            let path = "\(dir)/m.\(arch.name).compiled"
+            try compileArtifact(model, arch, to: path)
+            try assertNoReferenceSteps(path, "\(label) \(arch.name)")
+            _ = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: inputs, label: "\(label) \(arch.name)")
+        }
+    }
+
+    /// A TensorFlow-style NHWC ResNet block: transposes around every convolution, explicit pads,
+    /// an unfolded batch norm after the residual add, max pooling and a mean over space.
+    func testNHWCResNetBlock() async throws {
+        var g = Graph("resnet")
+        let w1 = try g.weight("w1", [8, 8, 3, 3]), w2 = try g.weight("w2", [8, 8, 3, 3]), bias = try g.weight("bias", [8])
+        let scale = try g.weight("scale", [8]), shift = try g.weight("shift", [8]), mean = try g.weight("mean", [8])
+        let variance = try g.b.addWeight("variance", shape: [8], values: (0 ..< 8).map { 0.5 + Float($0) / 10 })
+        let pads = try g.ints("pads", [0, 0, 1, 1, 0, 0, 1, 1]), fc = try g.weight("fc", [4, 8])
+        var f = g.b.function("main")
+        let x = f.input("x", TensorType(.float32, ["n", 12, 12, 8]))
+        let nchw = try f.apply1("transpose", [x], ["perm": .ints([0, 3, 1, 2])])
+        let padded = try f.apply1("pad", [nchw, f.use(pads)], ["mode": .string("constant")])
+        let c1 = try f.apply1("relu", [try f.apply1("conv", [padded, f.use(w1), f.use(bias)], ["kernel_shape": .ints([3, 3])])])
+        let c2 = try f.apply1("conv", [c1, f.use(w2)], ["kernel_shape": .ints([3, 3]), "pads": .ints([1, 1, 1, 1])])
+        let sum = try f.apply1("add", [c2, nchw])
+        let bn = try f.apply1("batch_norm", [sum, f.use(scale), f.use(shift), f.use(mean), f.use(variance)], ["epsilon": .float(1e-3)])
+        let pooled = try f.apply1("max_pool", [try f.apply1("relu", [bn])], ["kernel_shape": .ints([3, 3]), "strides": .ints([2, 2]),
+                                                                             "pads": .ints([1, 1, 1, 1])])
+        let nhwc = try f.apply1("transpose", [pooled], ["perm": .ints([0, 2, 3, 1])])
+        let features = try f.apply1("reduce_mean", [nhwc], ["axes": .ints([1, 2]), "keepdims": .int(0)])
+        f.output("features", nhwc)
+        f.output("logits", try f.apply1("linear", [features, f.use(fc)]))
+        try g.b.add(f)
+        try await check(try g.b.build(), ["x": floats([2, 12, 12, 8], 1)], "NHWC ResNet")
+    }
+
+    /// A DBNet-style decoder: transposed convolutions, resizes (linear, nearest, cubic) of
+    /// feature maps, concatenation, instance norm and a sigmoid head.
+    func testDBNetDecoder() async throws {
+        var g = Graph("dbnet")
+        let up = try g.weight("up", [8, 4, 2, 2]), upBias = try g.weight("up_bias", [4])
+        let grouped = try g.weight("grouped", [6, 2, 3, 3]), head = try g.weight("head", [2, 18, 3, 3])
+        let scales = try g.b.addWeight("scales", shape: [4], values: [1, 1, 2, 2])
+        let inScale = try g.weight("in_scale", [18]), inBias = try g.weight("in_bias", [18])
+        var f = g.b.function("main")
+        let p4 = f.input("p4", TensorType(.float32, [1, 8, 6, 5]))
+        let p3 = f.input("p3", TensorType(.float32, [1, 4, 12, 10]))
+        let deconv = try f.apply1("conv_transpose", [p4, f.use(up), f.use(upBias)], ["kernel_shape": .ints([2, 2]), "strides": .ints([2, 2])])
+        let upsampled = try f.apply("resize", [p4, nil, f.use(scales)], ["mode": .string("linear")],
+                                    outputTypes: [TensorType(.float32, [1, 8, 12, 10])])[0]
+        let nearest = try f.apply("resize", [p3, nil, f.use(scales)], ["mode": .string("nearest"), "coordinate_transformation_mode": .string("asymmetric")],
+                                  outputTypes: [TensorType(.float32, [1, 4, 24, 20])])[0]
+        let cubic = try f.apply("resize", [deconv, nil, nil], ["mode": .string("cubic"), "sizes": .ints([1, 4, 9, 13])],
+                                outputTypes: [TensorType(.float32, [1, 4, 9, 13])])[0]
+        let merged = try f.apply1("concat", [try f.apply1("add", [deconv, p3]), upsampled], ["axis": .int(1)])
+        let g2 = try f.apply1("conv", [merged, f.use(grouped)], ["kernel_shape": .ints([3, 3]), "group": .int(6), "pads": .ints([1, 1, 1, 1])])
+        let normed = try f.apply1("instance_norm", [try f.apply1("concat", [g2, merged], ["axis": .int(1)]), f.use(inScale), f.use(inBias)])
+        let stride2 = try f.apply1("conv_transpose", [p4, f.use(up)], ["kernel_shape": .ints([2, 2]), "strides": .ints([2, 2]),
+                                                                   "pads": .ints([0, 1, 1, 0]), "output_padding": .ints([1, 1])])
+        f.output("prob", try f.apply1("sigmoid", [try f.apply1("conv", [normed, f.use(head)], ["kernel_shape": .ints([3, 3])])]))
+        f.output("nearest", nearest)
+        f.output("cubic", cubic)
+        f.output("stride2", stride2)
+        try g.b.add(f)
+        try await check(try g.b.build(), ["p4": floats([1, 8, 6, 5], 2), "p3": floats([1, 4, 12, 10], 3)], "DBNet decoder")
+    }
+
+    /// A YOLO-style neck: split, SPPF max pools, concatenation, leaky ReLU, depth-to-space and
+    /// space-to-depth, top-k over scores.
+    func testYOLONeck() async throws {
+        var g = Graph("yolo")
+        let stem = try g.weight("stem", [8, 3, 3, 3]), mix = try g.weight("mix", [8, 16, 1, 1])
+        var f = g.b.function("main")
+        let x = f.input("image", TensorType(.float32, [1, 3, 16, 16]))
+        let focus = try f.apply1("space_to_depth", [x], ["blocksize": .int(2)])
+        let s = try f.apply1("leaky_relu", [try f.apply1("conv", [x, f.use(stem)], ["kernel_shape": .ints([3, 3]), "strides": .ints([2, 2]),
+                                                                                 "pads": .ints([1, 1, 1, 1])])], ["alpha": .float(0.1)])
+        let halves = try f.apply("split", [s], ["axis": .int(1), "split": .ints([4, 4])], outputNames: ["left", "right"])
+        let pool = { (v: ValueRef, name: String) throws -> ValueRef in
+            try f.apply1("max_pool", [v], ["kernel_shape": .ints([5, 5]), "pads": .ints([2, 2, 2, 2])], name: name)
+        }
+        let m1 = try pool(halves[1], "m1"), m2 = try pool(m1, "m2"), m3 = try pool(m2, "m3")
+        let spp = try f.apply1("concat", [halves[0], halves[1], m2, m3], ["axis": .int(1)])
+        let y = try f.apply1("conv", [spp, f.use(mix)], ["kernel_shape": .ints([1, 1])])
+        let d2s = try f.apply1("depth_to_space", [y], ["blocksize": .int(2), "mode": .string("CRD")])
+        let d2sDCR = try f.apply1("depth_to_space", [focus], ["blocksize": .int(2)])
+        let scores = try f.apply1("reshape", [d2s, try f.use(g.ints("flat", [1, -1]))])
+        let best = try f.apply("top_k", [scores], ["k": .int(5), "axis": .int(-1)], outputNames: ["top", "top_index"])
+        f.output("features", d2s)
+        f.output("restored", d2sDCR)
+        f.output("top", best[0])
+        f.output("top_index", best[1])
+        f.output("argmax", try f.apply1("argmax", [scores], ["axis": .int(1)]))
+        try g.b.add(f)
+        try await check(try g.b.build(), ["image": floats([1, 3, 16, 16], 4)], "YOLO neck")
+    }
+
+    /// A CRNN: convolution features to a sequence, a bidirectional LSTM (biases, peepholes,
+    /// initial states), GRUs in both reset forms, a linear head with log-softmax.
+    func testCRNN() async throws {
+        var g = Graph("crnn")
+        let conv = try g.weight("conv", [4, 1, 3, 3])
+        let (h, feat) = (6, 16)
+        let w = try g.weight("w", [2, 4 * h, feat]), r = try g.weight("r", [2, 4 * h, h]), b = try g.weight("b", [2, 8 * h])
+        let p = try g.weight("p", [2, 3 * h]), h0 = try g.weight("h0", [2, 2, h]), c0 = try g.weight("c0", [2, 2, h])
+        let gw = try g.weight("gw", [1, 3 * h, 2 * h]), gr = try g.weight("gr", [1, 3 * h, h]), gb = try g.weight("gb", [1, 6 * h])
+        let head = try g.weight("head", [5, h])
+        var f = g.b.function("main")
+        let x = f.input("image", TensorType(.float32, [2, 1, 8, 12]))
+        let c = try f.apply1("relu", [try f.apply1("conv", [x, f.use(conv)], ["kernel_shape": .ints([3, 3]), "pads": .ints([1, 1, 1, 1])])])
+        let pooled = try f.apply1("max_pool", [c], ["kernel_shape": .ints([2, 2]), "strides": .ints([2, 2])]) // [2, 4, 4, 6]
+        let seq = try f.apply1("transpose", [pooled], ["perm": .ints([3, 0, 1, 2])]) // [6, 2, 4, 4]
+        let flat = try f.apply1("reshape", [seq, try f.use(g.ints("seq_shape", [6, 2, Int64(feat)]))])
+        let lstm = try f.apply("lstm", [flat, f.use(w), f.use(r), f.use(b), nil, f.use(h0), f.use(c0), f.use(p)],
+                               ["hidden_size": .int(h), "direction": .string("bidirectional")], outputNames: ["y", "yh", "yc"])
+        let both = try f.apply1("reshape", [try f.apply1("transpose", [lstm[0]], ["perm": .ints([0, 2, 1, 3])]), try f.use(g.ints("both", [6, 2, Int64(2 * h)]))])
+        let gru0 = try f.apply("gru", [both, f.use(gw), f.use(gr), f.use(gb)], ["hidden_size": .int(h)], outputNames: ["g0", "g0h"])
+        let gru1 = try f.apply("gru", [both, f.use(gw), f.use(gr), f.use(gb)], ["hidden_size": .int(h), "linear_before_reset": .int(1),
+                                                                                 "direction": .string("reverse")], outputNames: ["g1", "g1h"])
+        let summed = try f.apply1("add", [gru0[0], gru1[0]]) // [6, 1, 2, h]
+        let logits = try f.apply1("linear", [try f.apply1("squeeze", [summed], ["axes": .ints([1])]), f.use(head)])
+        f.output("log_probs", try f.apply1("log_softmax", [logits], ["axis": .int(-1)]))
+        f.output("yh", lstm[1])
+        f.output("yc", lstm[2])
+        f.output("g0h", gru0[1])
+        try g.b.add(f)
+        try await check(try g.b.build(), ["image": floats([2, 1, 8, 12], 5)], "CRNN")
+    }
+
+    /// A BERT-style encoder layer exported with its shape subgraphs: Shape/Gather/Unsqueeze/Concat
+    /// reshape targets, Range positions, an attention mask through Cast/Sub/Mul, where, expand,
+    /// gather_nd of the first token, scatter_nd.
+    func testBERTEncoderWithShapeSubgraphs() async throws {
+        var g = Graph("bert")
+        let (d, headCount) = (16, 2)
+        let table = try g.weight("table", [30, d]), positions = try g.weight("positions", [20, d])
+        let wq = try g.weight("wq", [d, d]), wk = try g.weight("wk", [d, d]), wv = try g.weight("wv", [d, d]), wo = try g.weight("wo", [d, d])
+        let gamma = try g.weight("gamma", [d]), beta = try g.weight("beta", [d]), ff = try g.weight("ff", [d, d])
+        let zero = try g.ints("i0", [0]), one = try g.ints("i1", [1]), headDims = try g.ints("head_dims", [Int64(headCount), Int64(d / headCount)])
+        let flatDims = try g.ints("flat_dims", [Int64(d)]), firstToken = try g.ints("first", [0, 0, 0, 1])
+        let start = try g.ints("start", [0]), delta = try g.ints("delta", [1])
+        let scale = try g.b.addWeight("scale", shape: [], values: [Float(d / headCount).squareRoot()])
+        let oneF = try g.b.addWeight("one", shape: [], values: [1]), big = try g.b.addWeight("big", shape: [], values: [-10000])
+        var f = g.b.function("main")
+        let ids = f.input("input_ids", TensorType(.int64, ["batch", "seq"]))
+        let mask = f.input("attention_mask", TensorType(.int64, ["batch", "seq"]))
+        let shape = try f.apply1("shape", [ids])
+        let batch = try f.apply1("gather", [shape, f.use(zero)], ["axis": .int(0)])
+        let length = try f.apply1("gather", [shape, f.use(one)], ["axis": .int(0)])
+        let startV = f.use(start), deltaV = f.use(delta)
+        let range = try f.apply("range", [try f.apply1("squeeze", [startV], ["axes": .ints([0])]), try f.apply1("squeeze", [length], ["axes": .ints([0])]),
+                                          try f.apply1("squeeze", [deltaV], ["axes": .ints([0])])], outputTypes: [TensorType(.int64, ["seq"])])[0]
+        let embedded = try f.apply1("add", [try f.apply1("gather", [f.use(table), ids]), try f.apply1("gather", [f.use(positions), range])])
+        let splitShape = try f.apply1("concat", [batch, length, f.use(headDims)], ["axis": .int(0)])
+        func heads(_ v: ValueRef) throws -> ValueRef {
+            let r = try f.apply("reshape", [v, splitShape], outputTypes: [TensorType(.float32, ["batch", "seq", .size(headCount), .size(d / headCount)])])[0]
+            return try f.apply1("transpose", [r], ["perm": .ints([0, 2, 1, 3])])
+        }
+        let q = try heads(try f.apply1("matmul", [embedded, f.use(wq)]))
+        let k = try heads(try f.apply1("matmul", [embedded, f.use(wk)]))
+        let v = try heads(try f.apply1("matmul", [embedded, f.use(wv)]))
+        let scores = try f.apply1("div", [try f.apply1("matmul", [q, try f.apply1("transpose", [k], ["perm": .ints([0, 1, 3, 2])])]), f.use(scale)])
+        let m = try f.apply1("unsqueeze", [try f.apply1("cast", [mask], ["to": .dtype(.float32)])], ["axes": .ints([1, 2])])
+        let additive = try f.apply1("mul", [try f.apply1("sub", [f.use(oneF), m]), f.use(big)])
+        let probs = try f.apply1("softmax", [try f.apply1("add", [scores, additive])], ["axis": .int(-1)])
+        let context = try f.apply1("transpose", [try f.apply1("matmul", [probs, v])], ["perm": .ints([0, 2, 1, 3])])
+        let mergeShape = try f.apply1("concat", [batch, length, f.use(flatDims)], ["axis": .int(0)])
+        let merged = try f.apply("reshape", [context, mergeShape], outputTypes: [TensorType(.float32, ["batch", "seq", .size(d)])])[0]
+        let attended = try f.apply1("layer_norm", [try f.apply1("add", [try f.apply1("matmul", [merged, f.use(wo)]), embedded]), f.use(gamma), f.use(beta)],
+                                    ["axis": .int(-1)])
+        let hidden = try f.apply1("gelu", [try f.apply1("matmul", [attended, f.use(ff)])])
+        let keep = try f.apply1("equal", [mask, try f.apply1("expand", [f.use(zero), shape])])
+        let cleaned = try f.apply1("where", [try f.apply1("unsqueeze", [keep], ["axes": .ints([2])]), try f.apply1("neg", [hidden]), hidden])
+        let pairs = try f.apply1("reshape", [f.use(firstToken), try f.use(g.ints("pairs", [2, 2]))])
+        let cls = try f.apply("gather_nd", [cleaned, pairs], outputTypes: [TensorType(.float32, [2, .size(d)])])[0]
+        f.output("hidden", cleaned)
+        f.output("cls", cls)
+        // The first sequence written over the last.
+        let last = try f.apply1("reshape", [try f.use(g.ints("last", [-1])), try f.use(g.ints("one_pair", [1, 1]))])
+        f.output("scattered", try f.apply1("scatter_nd", [cleaned, last, try f.apply1("slice", [cleaned, f.use(zero), f.use(one), f.use(zero)])]))
+        try g.b.add(f)
+        let model = try g.b.build()
+        for (batchSize, length) in [(2, 7), (1, 5)] {
+            let ids = NDArray(shape: [batchSize, length], scalars: (0 ..< batchSize * length).map { Int64(($0 * 7) % 30) })
+            let mask = NDArray(shape: [batchSize, length], scalars: (0 ..< batchSize * length).map { Int64($0 % length < length - 2 ? 1 : 0) })
+            try await check(model, ["input_ids": ids, "attention_mask": mask], "BERT encoder \(batchSize)x\(length)")
+        }
+    }
+}
