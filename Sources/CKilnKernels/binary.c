@@ -214,7 +214,29 @@ static inline int64_t kiln_read_i(int from, const void *x, size_t i) {
     }
 }
 
+// Tight loops for the common pairs (the general path reads through a switch per element).
+#define KILN_CAST_LOOP(FROM_T, TO_T) \
+    do { const FROM_T *xs = (const FROM_T *)x; TO_T *ys = (TO_T *)y; for (size_t i = 0; i < n; i++) ys[i] = (TO_T)xs[i]; return 1; } while (0)
+
 int kiln_cast__scalar(int from, int to, size_t n, const void *x, void *y) {
+    if (to == KILN_DT_F32) {
+        switch (from) {
+        case KILN_DT_BOOL: case KILN_DT_U8: KILN_CAST_LOOP(uint8_t, float);
+        case KILN_DT_I8: KILN_CAST_LOOP(int8_t, float);
+        case KILN_DT_I32: KILN_CAST_LOOP(int32_t, float);
+        case KILN_DT_I64: KILN_CAST_LOOP(int64_t, float);
+        case KILN_DT_F64: KILN_CAST_LOOP(double, float);
+        default: break;
+        }
+    }
+    if (to == KILN_DT_I64) {
+        switch (from) {
+        case KILN_DT_BOOL: case KILN_DT_U8: KILN_CAST_LOOP(uint8_t, int64_t);
+        case KILN_DT_I32: KILN_CAST_LOOP(int32_t, int64_t);
+        default: break;
+        }
+    }
+    if (to == KILN_DT_I32 && from == KILN_DT_I64) KILN_CAST_LOOP(int64_t, int32_t);
     if (from == KILN_DT_F16 && to != KILN_DT_F32) return 0;
     if (to == KILN_DT_F16) return 0;
     switch (to) {

@@ -74,7 +74,7 @@ void kiln_f32_epilogue(size_t m, size_t n, float *c, size_t ldc, const float *bi
     }
 }
 
-static inline __attribute__((always_inline)) void kiln_dwconv_body(
+static inline __attribute__((always_inline)) void kiln_dwconv_generic(
     size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, const float *weight, size_t sh, size_t sw,
     size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, float *y, const kiln_epilogue *e) {
     for (size_t c = 0; c < channels; c++) {
@@ -112,18 +112,118 @@ static inline __attribute__((always_inline)) void kiln_dwconv_body(
     }
 }
 
+typedef float kiln_v8 __attribute__((vector_size(32)));
+typedef float kiln_v8u __attribute__((vector_size(32), aligned(4)));
+
+/// Scratch floats one channel of the padded-plane path needs (0: the geometry takes the general path).
+static size_t kiln_dwconv_plane_floats(size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t oh, size_t ow,
+                                       size_t *rows, size_t *stride) {
+    if (!(sw == 1 || (sw == 2 && dw == 1))) return 0;
+    const size_t chunk = ow <= 8 ? 8 : ow <= 16 ? 16 : 32;
+    const size_t owp = (ow + chunk - 1) / chunk * chunk;
+    *rows = (oh - 1) * sh + (kh - 1) * dh + 1;
+    const size_t cols = sw == 1 ? (kw - 1) * dw + owp : (kw - 1) / 2 + owp;
+    *stride = (cols + 8 + 7) & ~(size_t)7;
+    return (sw == 1 ? 1 : 2) * *rows * *stride + 32;
+}
+
+size_t kiln_f32_dwconv2d_scratch_floats(size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t oh, size_t ow) {
+    size_t rows, stride;
+    return kiln_dwconv_plane_floats(kh, kw, sh, sw, dh, dw, oh, ow, &rows, &stride);
+}
+
+// Each channel is copied into a zero-padded plane (for stride 2, split into even and odd
+// columns), so every tap is a straight multiply-add over a row of 8-wide vectors.
+static inline __attribute__((always_inline)) void kiln_dwconv_body(
+    size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, const float *weight, size_t sh, size_t sw,
+    size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch) {
+    size_t rows, rs;
+    if (!scratch || oh == 0 || ow == 0 || !kiln_dwconv_plane_floats(kh, kw, sh, sw, dh, dw, oh, ow, &rows, &rs)) {
+        kiln_dwconv_generic(channels, h, w, x, kh, kw, weight, sh, sw, dh, dw, pt, pl, oh, ow, y, e);
+        return;
+    }
+    const size_t chunk = ow <= 8 ? 8 : ow <= 16 ? 16 : 32;
+    const size_t planes = sw == 1 ? 1 : 2;
+    float *even = scratch, *odd = scratch + rows * rs, *acc = scratch + planes * rows * rs;
+    for (size_t c = 0; c < channels; c++) {
+        const float *xc = x + c * h * w;
+        const float *wc = weight + c * kh * kw;
+        float *yc = y + c * oh * ow;
+        for (size_t r = 0; r < rows; r++) {
+            const long iy = (long)r - (long)pt;
+            float *er = even + r * rs, *orow = odd + r * rs;
+            if (iy < 0 || iy >= (long)h) {
+                memset(er, 0, rs * sizeof(float));
+                if (sw != 1) memset(orow, 0, rs * sizeof(float));
+                continue;
+            }
+            const float *xr = xc + (size_t)iy * w;
+            if (sw == 1) {
+                // [0, pl) zeros, the row, zeros to the stride.
+                const size_t n = w + pl <= rs ? w : (rs > pl ? rs - pl : 0);
+                memset(er, 0, pl < rs ? pl * sizeof(float) : rs * sizeof(float));
+                if (n) memcpy(er + pl, xr, n * sizeof(float));
+                if (pl + n < rs) memset(er + pl + n, 0, (rs - pl - n) * sizeof(float));
+            } else {
+                memset(er, 0, rs * sizeof(float));
+                memset(orow, 0, rs * sizeof(float));
+                // Padded column col = ix + pl goes to (col even ? even : odd)[col / 2].
+                const size_t first = pl & 1; // the first input column lands in odd when pl is odd
+                for (size_t ix = 0; ix < w; ix += 2) {
+                    const size_t half = (ix + pl) >> 1;
+                    if (half >= rs) break;
+                    (first ? orow : er)[half] = xr[ix];
+                }
+                for (size_t ix = 1; ix < w; ix += 2) {
+                    const size_t half = (ix + pl) >> 1;
+                    if (half >= rs) break;
+                    (first ? er : orow)[half] = xr[ix];
+                }
+            }
+        }
+        const float b = e && e->bias ? e->bias[c] : 0.0f;
+        const kiln_v8 bv = {b, b, b, b, b, b, b, b};
+        // Accumulators stay in registers over all taps: one chunk of 8, 16 or 32 columns at a time.
+        for (size_t oy = 0; oy < oh; oy++) {
+            for (size_t j0 = 0; j0 < ow; j0 += chunk) {
+                kiln_v8 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
+                for (size_t ky = 0; ky < kh; ky++) {
+                    const size_t r = oy * sh + ky * dh;
+                    for (size_t kx = 0; kx < kw; kx++) {
+                        const float wv = wc[ky * kw + kx];
+                        const kiln_v8 wvv = {wv, wv, wv, wv, wv, wv, wv, wv};
+                        const float *src = (sw == 1 ? even + r * rs + kx * dw : ((kx & 1) ? odd : even) + r * rs + (kx >> 1)) + j0;
+                        a0 += wvv * *(const kiln_v8u *)src;
+                        if (chunk >= 16) a1 += wvv * *(const kiln_v8u *)(src + 8);
+                        if (chunk == 32) {
+                            a2 += wvv * *(const kiln_v8u *)(src + 16);
+                            a3 += wvv * *(const kiln_v8u *)(src + 24);
+                        }
+                    }
+                }
+                *(kiln_v8 *)acc = a0;
+                *(kiln_v8 *)(acc + 8) = a1;
+                *(kiln_v8 *)(acc + 16) = a2;
+                *(kiln_v8 *)(acc + 24) = a3;
+                memcpy(yc + oy * ow + j0, acc, (ow - j0 < chunk ? ow - j0 : chunk) * sizeof(float));
+            }
+        }
+        if (e && e->activation != KILN_UNARY_NONE) kiln_f32_epilogue(1, oh * ow, yc, oh * ow, NULL, e);
+    }
+}
+
 void kiln_f32_dwconv2d__scalar(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw,
                                const float *weight, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
-                               size_t oh, size_t ow, float *y, const kiln_epilogue *e) {
-    kiln_dwconv_body(channels, h, w, x, kh, kw, weight, sh, sw, dh, dw, pt, pl, oh, ow, y, e);
+                               size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch) {
+    kiln_dwconv_body(channels, h, w, x, kh, kw, weight, sh, sw, dh, dw, pt, pl, oh, ow, y, e, scratch);
 }
 
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma")))
 void kiln_f32_dwconv2d__avx2(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw,
                              const float *weight, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
-                             size_t oh, size_t ow, float *y, const kiln_epilogue *e) {
-    kiln_dwconv_body(channels, h, w, x, kh, kw, weight, sh, sw, dh, dw, pt, pl, oh, ow, y, e);
+                             size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch) {
+    kiln_dwconv_body(channels, h, w, x, kh, kw, weight, sh, sw, dh, dw, pt, pl, oh, ow, y, e, scratch);
 }
 #endif
 

@@ -221,17 +221,20 @@ KILN_VECTOR_ISAS(KILN_DECLARE_POOL)
 
 void kiln_f32_global_average_pool__scalar(size_t channels, size_t n, const float *x, float *y);
 void kiln_f32_global_max_pool__scalar(size_t channels, size_t n, const float *x, float *y);
-/// Depthwise 2-D convolution over one image in CHW layout, with the epilogue.
+/// Depthwise 2-D convolution over one image in CHW layout, with the epilogue. `scratch` holds
+/// `kiln_f32_dwconv2d_scratch_floats` floats (NULL takes a slower path that needs none).
 void kiln_f32_dwconv2d__scalar(size_t channels, size_t h, size_t w, const float *x,
                                size_t kh, size_t kw, const float *weight,
                                size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
-                               size_t oh, size_t ow, float *y, const kiln_epilogue *e);
+                               size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch);
 #if defined(__x86_64__)
 void kiln_f32_dwconv2d__avx2(size_t channels, size_t h, size_t w, const float *x,
                              size_t kh, size_t kw, const float *weight,
                              size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
-                             size_t oh, size_t ow, float *y, const kiln_epilogue *e);
+                             size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch);
 #endif
+/// Scratch floats the depthwise kernels need for one call.
+size_t kiln_f32_dwconv2d_scratch_floats(size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t oh, size_t ow);
 /// im2col for one image in CHW layout: rows = output pixels, columns = (c, ky, kx).
 void kiln_f32_im2col__scalar(size_t channels, size_t h, size_t w, const float *x,
                              size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,

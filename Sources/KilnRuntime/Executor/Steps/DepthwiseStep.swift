@@ -5,7 +5,7 @@ import KilnFormat
 /// Depthwise `conv` (one filter per channel) with its epilogue, channels split across threads.
 struct DepthwiseStep: StepKernel, @unchecked Sendable {
     typealias Kernel = @convention(c) (Int, Int, Int, UnsafePointer<Float>?, Int, Int, UnsafePointer<Float>?, Int, Int, Int, Int, Int, Int,
-                                       Int, Int, UnsafeMutablePointer<Float>?, UnsafePointer<kiln_epilogue>?) -> Void
+                                       Int, Int, UnsafeMutablePointer<Float>?, UnsafePointer<kiln_epilogue>?, UnsafeMutablePointer<Float>?) -> Void
     let id: KernelID
     let op: KilnFormat.Operation
     let weight: NDArray
@@ -39,16 +39,19 @@ struct DepthwiseStep: StepKernel, @unchecked Sendable {
         let (kh, kw) = (weight.shape[2], weight.shape[3])
         let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
         let ranges = splitRanges(batch * c, parts: c * oh * ow * kh * kw < 1 << 15 ? 1 : context.threads)
-        let (y, weight, base, kernel, threads) = (outputs[0], weight, epilogue, kernel, context.threads)
+        let perPart = (kiln_f32_dwconv2d_scratch_floats(kh, kw, sh, sw, dh, dw, oh, ow) * 4 + 63) / 64 * 64
+        context.scratch(perPart * max(ranges.count, 1))
+        let (y, weight, base, kernel, threads, scratchSlot) = (outputs[0], weight, epilogue, kernel, context.threads, context.scratchSlot)
         return BoundStep { slots in
             let px = x.floats(slots), py = y.floats(slots), pw = weight.unsafeBase.assumingMemoryBound(to: Float.self)
             let pb = bias.map { UnsafePointer($0.floats(slots)) }
             parallelFor(ranges.count, threads: threads) { r in
+                let scratch = perPart > 0 ? (slots[scratchSlot] + r * perPart).assumingMemoryBound(to: Float.self) : nil
                 var part = base
                 for bc in ranges[r] {
                     let ch = bc % c
                     part.bias = pb.map { $0 + ch }
-                    kernel(1, h, w, px + bc * h * w, kh, kw, pw + ch * kh * kw, sh, sw, dh, dw, pt, pl, oh, ow, py + bc * oh * ow, &part)
+                    kernel(1, h, w, px + bc * h * w, kh, kw, pw + ch * kh * kw, sh, sw, dh, dw, pt, pl, oh, ow, py + bc * oh * ow, &part, scratch)
                 }
             }
         }

@@ -35,6 +35,26 @@ struct BlockCopy {
     var target: Int
     var targetOffset: Int
     var targetStrides: [Int]
+
+    /// The same copy with size-1 dims dropped and neighbours merged where both sides stay
+    /// regular, so contiguous runs become one long row.
+    func merged() -> BlockCopy {
+        var out = self
+        out.shape = []; out.sourceStrides = []; out.targetStrides = []
+        for (d, n) in shape.enumerated() where n != 1 {
+            if let last = out.shape.last, out.sourceStrides.last! == sourceStrides[d] * n, out.targetStrides.last! == targetStrides[d] * n {
+                out.shape[out.shape.count - 1] = last * n
+                out.sourceStrides[out.sourceStrides.count - 1] = sourceStrides[d]
+                out.targetStrides[out.targetStrides.count - 1] = targetStrides[d]
+            } else {
+                out.shape.append(n)
+                out.sourceStrides.append(sourceStrides[d])
+                out.targetStrides.append(targetStrides[d])
+            }
+        }
+        if shape.contains(0) { out.shape = [0]; out.sourceStrides = [0]; out.targetStrides = [0] }
+        return out
+    }
 }
 
 /// `gather` along one axis (indices int64 or int32; negative ones wrap; out of range is an error).
@@ -206,6 +226,7 @@ struct CopyStep: StepKernel {
         default:
             throw OpError("\(op.opType) is not a copy")
         }
+        blocks = blocks.map { $0.merged() }
         for b in blocks where b.shape.count > Int(KILN_MAX_RANK) { throw OpError("rank \(b.shape.count) is above \(KILN_MAX_RANK)") }
         let layouts = blocks.map { ShapeBuffer(shape: $0.shape, strides: [$0.sourceStrides, $0.targetStrides]) }
         let fillCount = outputs.first?.count ?? 0
