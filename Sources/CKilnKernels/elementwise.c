@@ -53,6 +53,28 @@ void kiln_f32_unary__avx2(int op, size_t n, const float *x, float *y, float alph
 }
 #endif
 
+void kiln_f32_epilogue_rows(size_t m, size_t n, float *c, size_t ldc, const float *row_bias, const kiln_epilogue *e) {
+    const int op = e ? e->activation : 0;
+#if defined(__x86_64__)
+    const int avx2 = (kiln_cpu_features() & KILN_CPU_X86_V3) != 0;
+#endif
+    for (size_t i = 0; i < m; i++) {
+        float *row = c + i * ldc;
+        if (row_bias) {
+            const float b = row_bias[i];
+            for (size_t j = 0; j < n; j++) row[j] += b;
+        }
+        if (!op) continue;
+#if defined(__x86_64__)
+        if (avx2) {
+            kiln_f32_unary__avx2(op, n, row, row, e->alpha, e->beta);
+            continue;
+        }
+#endif
+        kiln_unary_body(op, n, row, row, e->alpha, e->beta);
+    }
+}
+
 void kiln_f32_epilogue(size_t m, size_t n, float *c, size_t ldc, const float *bias, const kiln_epilogue *e) {
     if (!e) return;
     const int op = e->activation;
@@ -242,6 +264,42 @@ void kiln_f32_im2col__scalar(size_t channels, size_t h, size_t w, const float *x
                         const int inside = iy >= 0 && iy < (long)h && ix >= 0 && ix < (long)w;
                         *row++ = inside ? x[(c * h + (size_t)iy) * w + (size_t)ix] : 0.0f;
                     }
+                }
+            }
+        }
+    }
+}
+
+void kiln_f32_im2col_pack__scalar(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,
+                                  size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr,
+                                  size_t p_begin, size_t p_end, float *packed) {
+    const size_t pixels = oh * ow, k = channels * kh * kw;
+    long iy0[64], ix0[64];
+    if (nr > 64) return;
+    for (size_t p = p_begin; p < p_end; p++) {
+        float *out = packed + p * k * nr;
+        const size_t first = p * nr;
+        size_t oy = first / ow, ox = first % ow;
+        for (size_t j = 0; j < nr; j++) {
+            if (first + j < pixels) {
+                iy0[j] = (long)(oy * sh) - (long)pt;
+                ix0[j] = (long)(ox * sw) - (long)pl;
+                if (++ox == ow) { ox = 0; oy++; }
+            } else {
+                iy0[j] = -(1L << 40); // padding column of the last panel: always outside
+                ix0[j] = 0;
+            }
+        }
+        for (size_t c = 0; c < channels; c++) {
+            const float *xc = x + c * h * w;
+            for (size_t ky = 0; ky < kh; ky++) {
+                for (size_t kx = 0; kx < kw; kx++) {
+                    const long dy = (long)(ky * dh), dx = (long)(kx * dw);
+                    for (size_t j = 0; j < nr; j++) {
+                        const long iy = iy0[j] + dy, ix = ix0[j] + dx;
+                        out[j] = (iy >= 0 && iy < (long)h && ix >= 0 && ix < (long)w) ? xc[(size_t)iy * w + (size_t)ix] : 0.0f;
+                    }
+                    out += nr;
                 }
             }
         }

@@ -147,7 +147,9 @@ void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b
             const size_t rows = m_end - m < mr ? m_end - m : mr;
             float *tile = c + m * ldc + n0;
             ukernel(rows, nc, k, a + m * lda, lda, panel, nr, tile, ldc);
-            if (epilogue && (epilogue->bias || epilogue->activation != KILN_UNARY_NONE))
+            if (epilogue && epilogue->row_bias)
+                kiln_f32_epilogue_rows(rows, nc, tile, ldc, epilogue->row_bias + m, epilogue);
+            else if (epilogue && (epilogue->bias || epilogue->activation != KILN_UNARY_NONE))
                 kiln_f32_epilogue(rows, nc, tile, ldc, epilogue->bias ? epilogue->bias + n0 : NULL, epilogue);
         }
     }

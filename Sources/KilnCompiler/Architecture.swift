@@ -49,7 +49,7 @@ public struct Architecture: Sendable, Hashable, CustomStringConvertible {
         return KernelID(family: family, isa: family.isas.contains(vectorISA) ? vectorISA : .scalar)
     }
 
-    static let x86Tile = GEMMTile(mr: 4, nr: 8), avx2Tile = GEMMTile(mr: 6, nr: 16), avx512Tile = GEMMTile(mr: 8, nr: 16)
+    static let x86Tile = GEMMTile(mr: 4, nr: 8), avx2Tile = GEMMTile(mr: 6, nr: 16), avx512Tile = GEMMTile(mr: 8, nr: 32)
 
     /// Every architecture, best last within each family.
     public static let all: [Architecture] = [

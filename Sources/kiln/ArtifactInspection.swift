@@ -9,6 +9,8 @@ enum ArtifactInspection {
         var outputs: [Argument]
         var kernels: [(String, Int)]
         var steps: Int
+        /// Each step's op name, op type and kernel, in plan order.
+        var stepKernels: [(op: String, opType: String, kernel: String)]
         /// Peak bytes of live op results, every symbolic dim taken as 1.
         var arenaBytes: Int
         var symbols: [String]
@@ -37,6 +39,7 @@ enum ArtifactInspection {
             }
             return FunctionSummary(name: f.name, inputs: f.inputs, outputs: f.outputs,
                                    kernels: counts.sorted { ($0.value, $1.key) > ($1.value, $0.key) }, steps: plan.steps.count,
+                                   stepKernels: zip(f.operations, plan.steps).map { ($0.name, $0.opType, $1.kernel) },
                                    arenaBytes: peak, symbols: symbols.sorted())
         }
     }
@@ -63,6 +66,11 @@ enum ArtifactInspection {
             s += "    arena  \(grouped(f.arenaBytes)) bytes\(note)\n"
             s += "    steps  \(f.steps)\n"
             for (k, n) in f.kernels { s += "      \(k)  \(n)\n" }
+            let reference = f.stepKernels.filter { $0.kernel == "reference" }
+            if !reference.isEmpty {
+                s += "    run by the reference interpreter\n"
+                for r in reference { s += "      \(r.op)  (\(r.opType))\n" }
+            }
         }
         return s
     }
@@ -82,6 +90,9 @@ enum ArtifactInspection {
                     ("outputs", .array(f.outputs.map { .object([("name", .string($0.name)), ("type", .string($0.type.description))]) })),
                     ("steps", .int(f.steps)),
                     ("kernels", .array(f.kernels.map { .object([("kernel", .string($0.0)), ("count", .int($0.1))]) })),
+                    ("stepKernels", .array(f.stepKernels.map {
+                        .object([("op", .string($0.op)), ("opType", .string($0.opType)), ("kernel", .string($0.kernel))])
+                    })),
                     ("arenaBytes", .int(f.arenaBytes)), ("arenaSymbolsTakenAsOne", .array(f.symbols.map { .string($0) })),
                 ])
             })),

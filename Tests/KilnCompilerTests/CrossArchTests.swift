@@ -66,7 +66,7 @@ final class CrossArchTests: XCTestCase {
                     let (kk, nn) = (i / n, i % n)
                     return op.opType == "matmul" ? values[kk * n + nn] : values[nn * k + kk]
                 }
-                XCTAssertEqual(try unpack(packed, nr: arch.name.hasPrefix("x86_64_v") && arch.name != "x86_64_v2" ? 16 : 8), expected,
+                XCTAssertEqual(try unpack(packed, nr: arch.gemm.tile.nr), expected,
                                "\(label) \(arch.name) \(packed.name)")
                 checked += 1
             }

@@ -130,7 +130,7 @@ final class PassTests: XCTestCase {
         f.output("y", t)
         try b.add(f)
         for (arch, nr, kernel, vector) in [("x86_64", 8, "f32_gemm_4x8__scalar", "scalar"), ("x86_64_v3", 16, "f32_gemm_6x16__avx2", "avx2"),
-                                           ("x86_64_v4", 16, "f32_gemm_8x16__avx512", "avx2"), ("arm64", 8, "f32_gemm_4x8__neon", "scalar")] {
+                                           ("x86_64_v4", 32, "f32_gemm_8x32__avx512", "avx2"), ("arm64", 8, "f32_gemm_4x8__neon", "scalar")] {
             var unit = CompilationUnit(model: try b.build(), arch: Architecture.named(arch)!)
             try Lowering().apply(to: &unit)
             XCTAssertEqual(unit.kernels["main"]?.map(\.description), [kernel, "f32_softmax__\(vector)", "copy__scalar"], arch)

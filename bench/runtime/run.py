@@ -48,6 +48,19 @@ def ort_bench(model, inputs, repeat, threads):
     return load, float(np.median(samples))
 
 
+def chain_model(path, steps):
+    """An ONNX model of `steps` one-element Adds in a chain: its latency over steps is the per-step overhead."""
+    import onnx
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Add", [f"v{i}", "c"], [f"v{i + 1}"], name=f"add{i}") for i in range(steps)]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("v0", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info(f"v{steps}", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor("c", TensorProto.FLOAT, [1], [0.5])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", default=os.path.join(ROOT, ".build/release/kiln"))
@@ -96,6 +109,19 @@ def main():
                 out = subprocess.run([args.kiln, "bench", f"{tmp}/package-only", "--json", "--repeat", "1", "--warmup", "0"] + extra,
                                      capture_output=True, text=True, check=True, env=env)
                 bucket.append(json.loads(out.stdout)["loadSeconds"])
+        # Per-step overhead: a chain of one-element adds, Kiln's shape plan vs onnxruntime's session.
+        steps = 1000
+        chain = f"{tmp}/chain.onnx"
+        chain_model(chain, steps)
+        subprocess.run([args.kiln, "convert", chain, "-o", f"{tmp}/chain.kiln"], check=True, capture_output=True)
+        assets = json.loads(subprocess.run([args.kiln, "compile", f"{tmp}/chain.kiln", "--arch", "host", "-o", f"{tmp}/chain",
+                                            "--json"], check=True, capture_output=True, text=True).stdout)
+        np.save(f"{tmp}/v0.npy", np.array([1.0], dtype=np.float32))
+        k = kiln_bench(args.kiln, os.path.join(tmp, "chain", assets["artifacts"][0]["file"]), ["--input", f"v0={tmp}/v0.npy"],
+                       args.repeat, args.threads)
+        _, ort_chain = ort_bench(chain, {"v0": np.array([1.0], dtype=np.float32)}, args.repeat, args.threads)
+        overhead = (k["latencySeconds"]["median"] / steps * 1e9, ort_chain / steps * 1e9)
+    print(f"per-step overhead ({steps} one-element adds): Kiln {overhead[0]:.0f} ns, onnxruntime {overhead[1]:.0f} ns")
     print(f"MiniLM package load: cold (specialize) {np.median(cold) * 1e3:.0f} ms, warm (cache hit) {np.median(warm) * 1e3:.1f} ms, "
           f"{np.median(cold) / np.median(warm):.0f}x")
     print(f"{'model':<26} {'arch':<10} {'kiln ms':>9} {'ort ms':>9} {'kiln/ort':>9} {'kiln load ms':>13} {'ort load ms':>12}")

@@ -80,6 +80,7 @@ typedef struct kiln_epilogue {
     const float *bias;   // per column, or NULL
     int activation;
     float alpha, beta;
+    const float *row_bias; // per row (indexed by the absolute row of C), or NULL
 } kiln_epilogue;
 
 /// A microkernel: C[0..mr, 0..nc] = A[0..mr, 0..k] * B[0..k, 0..NR], B's rows `ldb` floats
@@ -90,7 +91,7 @@ typedef void (*kiln_f32_gemm_ukernel)(size_t mr, size_t nc, size_t k, const floa
 /// The GEMM microkernels: name, rows, panel width, required feature bit.
 #define KILN_F32_GEMM_UKERNELS_X86(X) \
     X(f32_gemm_6x16__avx2, 6, 16, KILN_CPU_X86_V3) \
-    X(f32_gemm_8x16__avx512, 8, 16, KILN_CPU_X86_V4)
+    X(f32_gemm_8x32__avx512, 8, 32, KILN_CPU_X86_V4)
 #define KILN_F32_GEMM_UKERNELS_ARM(X) \
     X(f32_gemm_4x8__neon, 4, 8, KILN_CPU_NEON)
 
@@ -128,6 +129,12 @@ void kiln_f32_im2col_rows__scalar(size_t channels, size_t h, size_t w, const flo
                                   size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
                                   size_t oh, size_t ow, float *rows);
 
+/// im2col straight into GEMM panels: panels [p_begin, p_end) of nr output pixels, each K = (c, ky, kx)
+/// rows of nr values (zero outside the image and past the last pixel); nr ≤ 64.
+void kiln_f32_im2col_pack__scalar(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,
+                                  size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr,
+                                  size_t p_begin, size_t p_end, float *packed);
+
 /// Packs a row-major K x N float matrix (row stride ldb, column stride cs) into panels of nr.
 void kiln_f32_pack_b(size_t k, size_t n, size_t nr, const float *b, size_t ldb, size_t cs, float *packed);
 
@@ -136,6 +143,8 @@ void kiln_unpack_b_panel(const kiln_packed_b *b, size_t p, float *out);
 
 /// Applies an epilogue to a row-major m x n block (bias per column).
 void kiln_f32_epilogue(size_t m, size_t n, float *c, size_t ldc, const float *bias, const kiln_epilogue *e);
+/// Applies an epilogue to a row-major m x n block whose rows take row_bias[0..m] (then the activation).
+void kiln_f32_epilogue_rows(size_t m, size_t n, float *c, size_t ldc, const float *row_bias, const kiln_epilogue *e);
 
 // MARK: Elementwise, normalization, pooling (C the compiler vectorizes, built once per ISA)
 

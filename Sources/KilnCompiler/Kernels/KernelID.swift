@@ -158,7 +158,7 @@ public struct KernelID: Sendable, Hashable, CustomStringConvertible {
 
     /// The GEMM microkernels built into this runtime (any host): tile and ISA.
     public static let microkernels: [(tile: GEMMTile, isa: ISA)] = [
-        (GEMMTile(mr: 4, nr: 8), .scalar), (GEMMTile(mr: 6, nr: 16), .avx2), (GEMMTile(mr: 8, nr: 16), .avx512),
+        (GEMMTile(mr: 4, nr: 8), .scalar), (GEMMTile(mr: 6, nr: 16), .avx2), (GEMMTile(mr: 8, nr: 32), .avx512),
         (GEMMTile(mr: 4, nr: 8), .neon),
     ]
 
@@ -186,7 +186,7 @@ public struct KernelID: Sendable, Hashable, CustomStringConvertible {
         case (4, 8, .scalar): return kiln_f32_gemm_4x8__scalar
         #if arch(x86_64)
         case (6, 16, .avx2): return kiln_f32_gemm_6x16__avx2
-        case (8, 16, .avx512): return kiln_f32_gemm_8x16__avx512
+        case (8, 32, .avx512): return kiln_f32_gemm_8x32__avx512
         #endif
         #if arch(arm64)
         case (4, 8, .neon): return kiln_f32_gemm_4x8__neon

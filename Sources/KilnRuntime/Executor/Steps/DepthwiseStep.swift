@@ -19,11 +19,15 @@ struct DepthwiseStep: StepKernel, @unchecked Sendable {
         self.weight = weight
         self.epilogue = epilogue
         self.window = window
+        kernel = DepthwiseStep.variant(id.isa)
+    }
+
+    /// The C variant of an ISA (`KILN_VECTOR_ISAS`).
+    static func variant(_ isa: ISA) -> Kernel {
         #if arch(x86_64)
-        kernel = id.isa == .avx2 ? kiln_f32_dwconv2d__avx2 : kiln_f32_dwconv2d__scalar
-        #else
-        kernel = kiln_f32_dwconv2d__scalar
+        if isa == .avx2 { return kiln_f32_dwconv2d__avx2 }
         #endif
+        return kiln_f32_dwconv2d__scalar
     }
 
     func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }

@@ -85,8 +85,8 @@ struct PackedConvStep: StepKernel, @unchecked Sendable {
     }
 }
 
-/// Dense `conv` in NCHW, any group count: per image and group the input (or its im2col rows)
-/// is packed into panels of output pixels, then each chunk of output channels sweeps every
+/// Dense `conv` in NCHW, any group count: per image and group the input (or, fused, its im2col
+/// rows) is packed into panels of output pixels, then each chunk of output channels sweeps every
 /// panel; bias and activation per output row.
 struct ConvNCHWStep: StepKernel, @unchecked Sendable {
     let id: KernelID
@@ -118,8 +118,7 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
         let (mr, nr) = (tile.mr, tile.nr)
         let pointwise = kh == 1 && kw == 1 && window.strides == [1, 1] && pt == 0 && pl == 0 && oh == h && ow == w
         let panels = (pixels + nr - 1) / nr
-        let colsBytes = pointwise ? 0 : (k * pixels * 4 + 63) / 64 * 64
-        context.scratch(colsBytes + panels * k * nr * 4)
+        context.scratch(panels * k * nr * 4)
         let small = m * pixels * k < 1 << 15
         let threads = context.threads
         let panelRanges = splitRanges(panels, parts: small ? 1 : threads)
@@ -128,36 +127,36 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
         let activates = base.activation != Int32(KILN_UNARY_NONE)
         return BoundStep { slots in
             guard pixels > 0, m > 0 else { return }
-            let scratch = slots[scratchSlot]
-            let cols = pointwise ? nil : scratch.assumingMemoryBound(to: Float.self)
-            let packed = (scratch + colsBytes).assumingMemoryBound(to: Float.self)
+            let packed = slots[scratchSlot].assumingMemoryBound(to: Float.self)
             let pw = weight.unsafeBase.assumingMemoryBound(to: Float.self)
             let biasPointer = bias.map { UnsafePointer($0.floats(slots)) }
             var b = kiln_packed_b()
             b.kind = Int32(KILN_B_F32); b.k = k; b.n = pixels; b.nr = nr; b.data = UnsafeRawPointer(packed)
             for image in 0 ..< batch { for gi in 0 ..< group {
                 let xi = x.floats(slots) + (image * channels + gi * c) * h * w
-                if let cols {
-                    kiln_f32_im2col_rows__scalar(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
-                                                 window.dilations[1], pt, pl, oh, ow, cols)
-                }
-                let source = UnsafePointer(cols ?? xi), out = y.floats(slots) + (image * outChannels + gi * m) * pixels
+                let out = y.floats(slots) + (image * outChannels + gi * m) * pixels
                 let pwg = pw + gi * m * k, biasg = biasPointer.map { $0 + gi * m }
+                // The image (1×1) or its im2col rows go straight into panels of output pixels.
                 parallelFor(panelRanges.count, threads: threads) { i in
                     let r = panelRanges[i]
-                    let n0 = r.lowerBound * nr, width = min(pixels, r.upperBound * nr) - n0
-                    kiln_f32_pack_b(k, width, nr, source + n0, pixels, 1, packed + r.lowerBound * k * nr)
+                    if pointwise {
+                        let n0 = r.lowerBound * nr, width = min(pixels, r.upperBound * nr) - n0
+                        kiln_f32_pack_b(k, width, nr, xi + n0, pixels, 1, packed + r.lowerBound * k * nr)
+                    } else {
+                        kiln_f32_im2col_pack__scalar(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
+                                                     window.dilations[1], pt, pl, oh, ow, nr, r.lowerBound, r.upperBound, packed)
+                    }
                 }
+                // Bias (per output channel = row) and activation applied to each tile while it is in cache.
                 parallelFor(rowChunks.count, threads: threads) { i in
                     let rows = rowChunks[i]
                     var packedB = b
-                    kiln_f32_gemm(ukernel, mr, &packedB, pwg, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, nil, nil)
-                    guard biasg != nil || activates else { return }
-                    var rowEpilogue = base
-                    for r in rows {
-                        let row = out + r * pixels
-                        if let biasg { let v = biasg[r]; for j in 0 ..< pixels { row[j] += v } }
-                        if activates { kiln_f32_epilogue(1, pixels, row, pixels, nil, &rowEpilogue) }
+                    var e = base
+                    e.row_bias = biasg
+                    if biasg != nil || activates {
+                        kiln_f32_gemm(ukernel, mr, &packedB, pwg, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, &e, nil)
+                    } else {
+                        kiln_f32_gemm(ukernel, mr, &packedB, pwg, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, nil, nil)
                     }
                 }
             } }
