@@ -223,10 +223,10 @@ static inline __attribute__((always_inline)) void kiln_dwconv_body(
                         }
                     }
                 }
-                *(kiln_v8 *)acc = a0;
-                *(kiln_v8 *)(acc + 8) = a1;
-                *(kiln_v8 *)(acc + 16) = a2;
-                *(kiln_v8 *)(acc + 24) = a3;
+                *(kiln_v8u *)acc = a0;
+                *(kiln_v8u *)(acc + 8) = a1;
+                *(kiln_v8u *)(acc + 16) = a2;
+                *(kiln_v8u *)(acc + 24) = a3;
                 memcpy(yc + oy * ow + j0, acc, (ow - j0 < chunk ? ow - j0 : chunk) * sizeof(float));
             }
         }
