@@ -126,7 +126,7 @@ void kiln_unpack_b_panel(const kiln_packed_b *b, size_t p, float *out) {
 }
 
 size_t kiln_f32_gemm_scratch_bytes(const kiln_packed_b *b) {
-    return b->kind == KILN_B_F32 ? 0 : b->k * b->nr * sizeof(float);
+    return b->kind == KILN_B_F32 && b->ldb == 0 ? 0 : b->k * b->nr * sizeof(float);
 }
 
 void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b *b, const float *a, size_t lda,
@@ -135,7 +135,17 @@ void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b
     const size_t k = b->k, nr = b->nr;
     for (size_t p = p_begin; p < p_end; p++) {
         const float *panel;
-        if (b->kind == KILN_B_F32) {
+        size_t ldb = nr;
+        if (b->kind == KILN_B_F32 && b->ldb) {
+            // Unpacked B: full panels are read in place; the last, partial one is copied zero-padded.
+            if ((p + 1) * nr <= b->n) {
+                panel = (const float *)b->data + p * nr;
+                ldb = b->ldb;
+            } else {
+                kiln_f32_pack_b(k, b->n - p * nr, nr, (const float *)b->data + p * nr, b->ldb, 1, scratch);
+                panel = scratch;
+            }
+        } else if (b->kind == KILN_B_F32) {
             panel = (const float *)b->data + p * k * nr;
         } else {
             kiln_unpack_b_panel(b, p, scratch);
@@ -146,7 +156,7 @@ void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b
         for (size_t m = m_begin; m < m_end; m += mr) {
             const size_t rows = m_end - m < mr ? m_end - m : mr;
             float *tile = c + m * ldc + n0;
-            ukernel(rows, nc, k, a + m * lda, lda, panel, nr, tile, ldc);
+            ukernel(rows, nc, k, a + m * lda, lda, panel, ldb, tile, ldc);
             if (epilogue && epilogue->row_bias)
                 kiln_f32_epilogue_rows(rows, nc, tile, ldc, epilogue->row_bias + m, epilogue);
             else if (epilogue && (epilogue->bias || epilogue->activation != KILN_UNARY_NONE))

@@ -65,7 +65,8 @@ enum {
 typedef struct kiln_packed_b {
     int kind;
     size_t k, n, nr;
-    const void *data;          // panels
+    const void *data;          // panels; or, for KILN_B_F32 with ldb != 0, a row-major K x N matrix
+    size_t ldb;                // KILN_B_F32 only: row stride of an unpacked B (0 = packed panels)
     // KILN_B_INT8 / KILN_B_UINT8: scale and zero point, [k_blocks][n_padded], block size k_block.
     const float *scale;
     const float *zero;

@@ -118,11 +118,12 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
         let (mr, nr) = (tile.mr, tile.nr)
         let pointwise = kh == 1 && kw == 1 && window.strides == [1, 1] && pt == 0 && pl == 0 && oh == h && ow == w
         let panels = (pixels + nr - 1) / nr
-        context.scratch(panels * k * nr * 4)
         let small = m * pixels * k < 1 << 15
         let threads = context.threads
         let panelRanges = splitRanges(panels, parts: small ? 1 : threads)
         let rowChunks = splitRanges(m, parts: small ? 1 : max(threads, m / 64), align: mr)
+        // 1×1 convolutions read the image in place as B (a copy only of the last, partial panel per chunk).
+        context.scratch(pointwise ? rowChunks.count * (k * nr * 4 + 64) : panels * k * nr * 4)
         let (weight, base, ukernel, scratchSlot, window) = (weight, epilogue, ukernel, context.scratchSlot, window)
         let activates = base.activation != Int32(KILN_UNARY_NONE)
         return BoundStep { slots in
@@ -136,13 +137,10 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
                 let xi = x.floats(slots) + (image * channels + gi * c) * h * w
                 let out = y.floats(slots) + (image * outChannels + gi * m) * pixels
                 let pwg = pw + gi * m * k, biasg = biasPointer.map { $0 + gi * m }
-                // The image (1×1) or its im2col rows go straight into panels of output pixels.
-                parallelFor(panelRanges.count, threads: threads) { i in
-                    let r = panelRanges[i]
-                    if pointwise {
-                        let n0 = r.lowerBound * nr, width = min(pixels, r.upperBound * nr) - n0
-                        kiln_f32_pack_b(k, width, nr, xi + n0, pixels, 1, packed + r.lowerBound * k * nr)
-                    } else {
+                if !pointwise {
+                    // The im2col rows go straight into panels of output pixels.
+                    parallelFor(panelRanges.count, threads: threads) { i in
+                        let r = panelRanges[i]
                         kiln_f32_im2col_pack__scalar(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
                                                      window.dilations[1], pt, pl, oh, ow, nr, r.lowerBound, r.upperBound, packed)
                     }
@@ -151,12 +149,18 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
                 parallelFor(rowChunks.count, threads: threads) { i in
                     let rows = rowChunks[i]
                     var packedB = b
+                    var partial: UnsafeMutablePointer<Float>? = nil
+                    if pointwise {
+                        packedB.data = UnsafeRawPointer(xi)
+                        packedB.ldb = pixels
+                        partial = (UnsafeMutableRawPointer(packed) + i * (k * nr * 4 + 64)).assumingMemoryBound(to: Float.self)
+                    }
                     var e = base
                     e.row_bias = biasg
                     if biasg != nil || activates {
-                        kiln_f32_gemm(ukernel, mr, &packedB, pwg, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, &e, nil)
+                        kiln_f32_gemm(ukernel, mr, &packedB, pwg, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, &e, partial)
                     } else {
-                        kiln_f32_gemm(ukernel, mr, &packedB, pwg, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, nil, nil)
+                        kiln_f32_gemm(ukernel, mr, &packedB, pwg, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, nil, partial)
                     }
                 }
             } }
