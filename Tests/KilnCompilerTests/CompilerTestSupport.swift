@@ -65,3 +65,18 @@ func assertNoReferenceSteps(_ path: String, _ label: String, file: StaticString 
         }
     }
 }
+
+/// Compiles `model` for every runnable arch, checks no step runs the reference kernel, and
+/// compares each artifact with the interpreter (generic run, then the shape plan).
+func assertCompilesWithoutReference(_ model: PortableModel, _ inputs: [String: NDArray], _ label: String,
+                                    file: StaticString = #filePath, line: UInt = #line) async throws {
+    let dir = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    for arch in runnableArchitectures {
+        let path = "\(dir)/m.\(arch.name).compiled"
+        try compileArtifact(model, arch, to: path)
+        try assertNoReferenceSteps(path, "\(label) \(arch.name)", file: file, line: line)
+        _ = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: inputs, label: "\(label) \(arch.name)",
+                                                     file: file, line: line)
+    }
+}

@@ -75,17 +75,22 @@ final class LoaderTests: XCTestCase {
         try compile(host.name, into: dir)
         // Claim the next format version and fix the header checksum, as a newer compiler would write.
         let path = "\(dir)/TinyClassifier.\(host.name).compiled"
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
         let newer = CompiledFormat.currentVersion + 1
-        bytes[8] = UInt8(newer)
-        let crc = crc32(Array(bytes[0 ..< 252]))
-        for i in 0 ..< 4 { bytes[252 + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
-        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        try claimFormatVersion(newer, of: path)
         try FileManager.default.copyItem(atPath: classifier, toPath: "\(dir)/TinyClassifier.kiln")
         let model = try await Model.load(contentsOf: URL(fileURLWithPath: dir), options: options("\(dir)/cache"))
         let candidate = model.explanation.candidates[0]
         XCTAssertTrue(candidate.refusal!.contains("format version \(newer) is newer"), candidate.refusal!)
         XCTAssertTrue(model.explanation.specialization!.hasPrefix("specialized"), model.explanation.description)
+    }
+
+    /// Rewrites the artifact's format version and fixes the header checksum, as another compiler would write.
+    func claimFormatVersion(_ version: Int, of path: String) throws {
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        bytes[8] = UInt8(version)
+        let crc = crc32(Array(bytes[0 ..< 252]))
+        for i in 0 ..< 4 { bytes[252 + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
     }
 
     /// An artifact of format 1 (kernel names before the catalog) is refused with the reason.
@@ -95,11 +100,7 @@ final class LoaderTests: XCTestCase {
         guard let host = Architecture.host else { throw XCTSkip("no runnable arch") }
         try compile(host.name, into: dir)
         let path = "\(dir)/TinyClassifier.\(host.name).compiled"
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-        bytes[8] = 1
-        let crc = crc32(Array(bytes[0 ..< 252]))
-        for i in 0 ..< 4 { bytes[252 + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
-        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        try claimFormatVersion(1, of: path)
         do {
             _ = try await Model.load(contentsOf: URL(fileURLWithPath: path))
             XCTFail("a format-1 artifact loaded")
