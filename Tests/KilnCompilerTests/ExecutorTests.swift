@@ -102,6 +102,32 @@ final class ExecutorTests: XCTestCase {
         }
     }
 
+    /// Empty and size-1 batches through every family that takes them.
+    func testEmptyAndSingleRows() async throws {
+        var b = ModelBuilder(name: "edges")
+        let row = try b.addWeight("row", shape: [3], values: [0.5, -1, 2])
+        let w = try b.addWeight("w", shape: [3, 4], values: floats(12, 1))
+        let columns = try ints(&b, "columns", [2, 0])
+        let pads = try ints(&b, "pads", [1, 0, 0, 1])
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, ["n", 3]))
+        f.output("add", try f.apply1("relu", [try f.apply1("add", [x, f.use(row)])]))
+        f.output("softmax", try f.apply1("softmax", [x], ["axis": .int(-1)]))
+        f.output("sum", try f.apply1("reduce_sum", [x], ["axes": .ints([1]), "keepdims": .int(0)]))
+        f.output("transposed", try f.apply1("transpose", [x], ["perm": .ints([1, 0])]))
+        f.output("concat", try f.apply1("concat", [x, x], ["axis": .int(0)]))
+        f.output("gathered", try f.apply1("gather", [x, f.use(columns)], ["axis": .int(1)]))
+        f.output("normed", try f.apply1("layer_norm", [x, f.use(row)], ["axis": .int(-1)]))
+        f.output("projected", try f.apply1("matmul", [x, f.use(w)]))
+        f.output("padded", try f.apply1("pad", [x, f.use(pads)], ["mode": .string("constant")]))
+        f.output("flags", try f.apply1("cast", [try f.apply1("less", [x, f.use(row)])], ["to": .dtype(.int64)]))
+        try b.add(f)
+        let model = try b.build()
+        for rows in [0, 1] {
+            try await assertCompilesWithoutReference(model, ["x": NDArray(shape: [rows, 3], scalars: floats(rows * 3, 2))], "\(rows) rows")
+        }
+    }
+
     /// One function serves many shapes: a plan per shape signature (bounded), or one generic
     /// plan with `expectFrequentReshapes`; both agree with the interpreter.
     func testShapePlansAndFrequentReshapes() async throws {

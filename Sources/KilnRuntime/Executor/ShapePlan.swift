@@ -48,8 +48,9 @@ final class Recording {
 }
 
 /// A function's plan for one set of input shapes: shape arithmetic folded into constants,
-/// views sharing their source's memory, every other result at an offset in one arena sized
-/// from the results' lifetimes, each remaining step bound to its concrete shapes.
+/// views sharing their source's memory, elementwise results written over an input that nothing
+/// reads afterwards, every other result at an offset in one arena sized from the results'
+/// lifetimes, each remaining step bound to its concrete shapes.
 final class ShapePlan: @unchecked Sendable {
     /// Where a slot's memory is.
     enum Location { case constant(UnsafeMutableRawPointer), input(Int), arena(Int) }
@@ -100,22 +101,42 @@ final class ShapePlan: @unchecked Sendable {
         func use(_ s: Int, at step: Int) {
             if s >= 0, rootOf[s] >= 0 { rootLast[rootOf[s]] = max(rootLast[rootOf[s]], step) }
         }
+        // The last step reading each slot, and per root the last read of any slot in it: an
+        // elementwise step may write over an input whose memory nothing reads afterwards.
+        var lastRead = [Int](repeating: -1, count: slotCount)
+        for (i, step) in executor.steps.enumerated() { for s in step.inputs where s >= 0 { lastRead[s] = max(lastRead[s], i) } }
+        for s in executor.outputSlots { lastRead[s] = Int.max }
+        var rootReads: [Int] = []
+        func join(_ s: Int, _ root: Int) {
+            rootOf[s] = root
+            if root >= 0 { rootReads[root] = max(rootReads[root], lastRead[s]) }
+        }
+        let elementwise: Set<KernelFamily> = [.unary, .binary]
         for (i, step) in executor.steps.enumerated() {
             if step.outputs.allSatisfy({ recording.known[$0] != nil }) { continue }
             let inputs = step.inputs.map { operand($0) }
             for s in step.inputs { use(s, at: i) }
             if step.kernel.id.family == .view, let source = step.inputs.first, source >= 0, let out = step.outputs.first {
                 location[out] = location[source]
-                rootOf[out] = rootOf[source]
+                join(out, rootOf[source])
                 continue
             }
             var outputs: [Operand] = []
             for s in step.outputs {
                 guard let o = operand(s) else { throw OpError("no shape recorded for a result of '\(step.name)'") }
-                rootOf[s] = rootBytes.count
-                rootBytes.append(o.byteCount)
-                rootFirst.append(i)
-                rootLast.append(i)
+                let reuse = !elementwise.contains(step.kernel.id.family) || step.outputs.count != 1 ? nil : zip(step.inputs, inputs).first { s, x in
+                    guard s >= 0, let x, rootOf[s] >= 0, x.shape == o.shape, x.dtype == o.dtype, x.value == nil else { return false }
+                    return rootReads[rootOf[s]] <= i
+                }?.0
+                if let reuse {
+                    join(s, rootOf[reuse])
+                } else {
+                    rootBytes.append(o.byteCount)
+                    rootFirst.append(i)
+                    rootLast.append(i)
+                    rootReads.append(-1)
+                    join(s, rootBytes.count - 1)
+                }
                 location[s] = .arena(rootOf[s])
                 outputs.append(o)
             }
