@@ -5,42 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kiln_math.h"
-
-static inline __attribute__((always_inline)) void kiln_unary_body(int op, size_t n, const float *x, float *y, float alpha,
-                                                                  float beta) {
-    switch (op) {
-    case KILN_UNARY_RELU: for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : (x[i] != x[i] ? x[i] : 0.0f); return;
-    case KILN_UNARY_HARD_SWISH:
-        for (size_t i = 0; i < n; i++) y[i] = x[i] * __builtin_fmaxf(0.0f, __builtin_fminf(1.0f, x[i] / 6.0f + 0.5f));
-        return;
-    case KILN_UNARY_HARD_SIGMOID:
-        for (size_t i = 0; i < n; i++) y[i] = __builtin_fmaxf(0.0f, __builtin_fminf(1.0f, alpha * x[i] + beta));
-        return;
-    case KILN_UNARY_GELU: for (size_t i = 0; i < n; i++) y[i] = kiln_gelu(x[i]); return;
-    case KILN_UNARY_GELU_TANH:
-        for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + kiln_tanh(0.7978845608028654f * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
-        return;
-    case KILN_UNARY_CLIP: for (size_t i = 0; i < n; i++) y[i] = x[i] < alpha ? alpha : (x[i] > beta ? beta : x[i]); return;
-    case KILN_UNARY_SIGMOID: for (size_t i = 0; i < n; i++) y[i] = kiln_sigmoid(x[i]); return;
-    case KILN_UNARY_TANH: for (size_t i = 0; i < n; i++) y[i] = kiln_tanh(x[i]); return;
-    case KILN_UNARY_EXP: for (size_t i = 0; i < n; i++) y[i] = x[i] > 88.7f ? expf(x[i]) : kiln_exp(x[i]); return;
-    case KILN_UNARY_LOG: for (size_t i = 0; i < n; i++) y[i] = logf(x[i]); return;
-    case KILN_UNARY_ERF: for (size_t i = 0; i < n; i++) y[i] = kiln_erf(x[i]); return;
-    case KILN_UNARY_SQRT: for (size_t i = 0; i < n; i++) y[i] = __builtin_sqrtf(x[i]); return;
-    case KILN_UNARY_RECIPROCAL: for (size_t i = 0; i < n; i++) y[i] = 1.0f / x[i]; return;
-    case KILN_UNARY_NEG: for (size_t i = 0; i < n; i++) y[i] = -x[i]; return;
-    case KILN_UNARY_ABS: for (size_t i = 0; i < n; i++) y[i] = __builtin_fabsf(x[i]); return;
-    case KILN_UNARY_LEAKY_RELU: for (size_t i = 0; i < n; i++) y[i] = x[i] < 0 ? alpha * x[i] : x[i]; return;
-    case KILN_UNARY_FLOOR: for (size_t i = 0; i < n; i++) y[i] = __builtin_floorf(x[i]); return;
-    case KILN_UNARY_CEIL: for (size_t i = 0; i < n; i++) y[i] = __builtin_ceilf(x[i]); return;
-    case KILN_UNARY_ROUND: for (size_t i = 0; i < n; i++) y[i] = __builtin_rintf(x[i]); return;
-    case KILN_UNARY_SOFTPLUS:
-        for (size_t i = 0; i < n; i++) y[i] = x[i] > 20.0f ? x[i] : log1pf(kiln_exp(x[i]));
-        return;
-    default: for (size_t i = 0; i < n; i++) y[i] = x[i]; return;
-    }
-}
+#include "kiln_unary.h"
 
 void kiln_f32_unary__scalar(int op, size_t n, const float *x, float *y, float alpha, float beta) {
     kiln_unary_body(op, n, x, y, alpha, beta);
@@ -230,7 +195,7 @@ static inline __attribute__((always_inline)) void kiln_dwconv_body(
                 memcpy(yc + oy * ow + j0, acc, (ow - j0 < chunk ? ow - j0 : chunk) * sizeof(float));
             }
         }
-        if (e && e->activation != KILN_UNARY_NONE) kiln_f32_epilogue(1, oh * ow, yc, oh * ow, NULL, e);
+        if (e && e->activation != KILN_UNARY_NONE) kiln_unary_body(e->activation, oh * ow, yc, yc, e->alpha, e->beta);
     }
 }
 

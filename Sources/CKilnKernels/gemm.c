@@ -1,6 +1,7 @@
 // Float32 GEMM: the scalar reference microkernels, weight packing and decoding, the
 // driver that walks panels and row blocks, and the epilogue.
 #include "kiln_kernels.h"
+#include "kiln_unary.h"
 
 #include <math.h>
 #include <string.h>
@@ -129,10 +130,14 @@ size_t kiln_f32_gemm_scratch_bytes(const kiln_packed_b *b) {
     return b->kind == KILN_B_F32 && b->ldb == 0 ? 0 : b->k * b->nr * sizeof(float);
 }
 
-void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b *b, const float *a, size_t lda,
-                   float *c, size_t ldc, size_t m_begin, size_t m_end, size_t p_begin, size_t p_end,
-                   const kiln_epilogue *epilogue, float *scratch) {
+// The driver: panels outer, row tiles inner, the epilogue on each tile while it is in cache. Built
+// once per ISA so the epilogue runs in the same instruction set as the microkernel.
+static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b *b,
+                                                                 const float *a, size_t lda, float *c, size_t ldc, size_t m_begin,
+                                                                 size_t m_end, size_t p_begin, size_t p_end,
+                                                                 const kiln_epilogue *epilogue, float *scratch) {
     const size_t k = b->k, nr = b->nr;
+    const int apply = epilogue && (epilogue->bias || epilogue->row_bias || epilogue->activation != KILN_UNARY_NONE);
     for (size_t p = p_begin; p < p_end; p++) {
         const float *panel;
         size_t ldb = nr;
@@ -157,11 +162,29 @@ void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b
             const size_t rows = m_end - m < mr ? m_end - m : mr;
             float *tile = c + m * ldc + n0;
             ukernel(rows, nc, k, a + m * lda, lda, panel, ldb, tile, ldc);
-            if (epilogue && epilogue->row_bias)
-                kiln_f32_epilogue_rows(rows, nc, tile, ldc, epilogue->row_bias + m, epilogue);
-            else if (epilogue && (epilogue->bias || epilogue->activation != KILN_UNARY_NONE))
-                kiln_f32_epilogue(rows, nc, tile, ldc, epilogue->bias ? epilogue->bias + n0 : NULL, epilogue);
+            if (apply)
+                kiln_tile_epilogue(rows, nc, tile, ldc, epilogue->bias ? epilogue->bias + n0 : NULL,
+                                   epilogue->row_bias ? epilogue->row_bias + m : NULL, epilogue);
         }
     }
 }
 
+#define KILN_GEMM_DRIVER_ARGS kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b *b, const float *a, size_t lda, \
+    float *c, size_t ldc, size_t m_begin, size_t m_end, size_t p_begin, size_t p_end, const kiln_epilogue *epilogue, float *scratch
+#define KILN_GEMM_DRIVER_CALL ukernel, mr, b, a, lda, c, ldc, m_begin, m_end, p_begin, p_end, epilogue, scratch
+
+static void kiln_gemm_driver_scalar(KILN_GEMM_DRIVER_ARGS) { kiln_gemm_body(KILN_GEMM_DRIVER_CALL); }
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) static void kiln_gemm_driver_avx2(KILN_GEMM_DRIVER_ARGS) { kiln_gemm_body(KILN_GEMM_DRIVER_CALL); }
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+static void kiln_gemm_driver_avx512(KILN_GEMM_DRIVER_ARGS) { kiln_gemm_body(KILN_GEMM_DRIVER_CALL); }
+#endif
+
+void kiln_f32_gemm(KILN_GEMM_DRIVER_ARGS) {
+#if defined(__x86_64__)
+    const uint32_t have = kiln_cpu_features();
+    if (have & KILN_CPU_X86_V4) { kiln_gemm_driver_avx512(KILN_GEMM_DRIVER_CALL); return; }
+    if (have & KILN_CPU_X86_V3) { kiln_gemm_driver_avx2(KILN_GEMM_DRIVER_CALL); return; }
+#endif
+    kiln_gemm_driver_scalar(KILN_GEMM_DRIVER_CALL);
+}

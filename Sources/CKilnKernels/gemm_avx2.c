@@ -37,6 +37,15 @@ void kiln_f32_gemm_6x16__avx2(size_t mr, size_t nc, size_t k, const float *a, si
         v = _mm256_broadcast_ss(a5 + p);
         c50 = _mm256_fmadd_ps(v, b0, c50); c51 = _mm256_fmadd_ps(v, b1, c51);
     }
+    if (nc == 16) {
+        // Full panels store straight to C (a later epilogue reads them back through store forwarding).
+        const __m256 lo[6] = {c00, c10, c20, c30, c40, c50}, hi[6] = {c01, c11, c21, c31, c41, c51};
+        for (size_t i = 0; i < mr; i++) {
+            _mm256_storeu_ps(c + i * ldc, lo[i]);
+            _mm256_storeu_ps(c + i * ldc + 8, hi[i]);
+        }
+        return;
+    }
     float tile[6][16];
     _mm256_storeu_ps(tile[0], c00); _mm256_storeu_ps(tile[0] + 8, c01);
     _mm256_storeu_ps(tile[1], c10); _mm256_storeu_ps(tile[1] + 8, c11);

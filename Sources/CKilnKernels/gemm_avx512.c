@@ -44,6 +44,14 @@ void kiln_f32_gemm_8x32__avx512(size_t mr, size_t nc, size_t k, const float *a, 
     const __mmask16 m1 = (__mmask16)(nc >= 32 ? 0xffffu : nc > 16 ? (1u << (nc - 16)) - 1u : 0u);
     const __m512 lo[8] = {c00, c10, c20, c30, c40, c50, c60, c70};
     const __m512 hi[8] = {c01, c11, c21, c31, c41, c51, c61, c71};
+    if (nc == 32) {
+        // Full panels use plain stores: a masked store cannot forward to the epilogue's loads.
+        for (size_t i = 0; i < mr; i++) {
+            _mm512_storeu_ps(c + i * ldc, lo[i]);
+            _mm512_storeu_ps(c + i * ldc + 16, hi[i]);
+        }
+        return;
+    }
     for (size_t i = 0; i < mr; i++) {
         _mm512_mask_storeu_ps(c + i * ldc, m0, lo[i]);
         _mm512_mask_storeu_ps(c + i * ldc + 16, m1, hi[i]);
