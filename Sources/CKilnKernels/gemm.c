@@ -180,6 +180,52 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
 static void kiln_gemm_driver_avx512(KILN_GEMM_DRIVER_ARGS) { kiln_gemm_body(KILN_GEMM_DRIVER_CALL); }
 #endif
 
+// C[m x n] = A[m x k] · B[k x n] for a few columns (n ≤ 8): dot products along k in vector lanes,
+// so a matrix-vector product reads each weight once instead of filling a panel of one column.
+typedef float kiln_v8f __attribute__((vector_size(32)));
+typedef float kiln_v8fu __attribute__((vector_size(32), aligned(4)));
+
+static inline __attribute__((always_inline)) void kiln_gemm_narrow_body(size_t m, size_t n, size_t k, const float *a, size_t lda,
+                                                                        const float *bt, float *c, size_t ldc,
+                                                                        const kiln_epilogue *e) {
+    // bt: B transposed, n rows of k floats.
+    const size_t k8 = k & ~(size_t)7;
+    for (size_t i = 0; i < m; i++) {
+        const float *ar = a + i * lda;
+        for (size_t j = 0; j < n; j++) {
+            const float *br = bt + j * k;
+            kiln_v8f acc0 = {0}, acc1 = {0};
+            size_t p = 0;
+            for (; p + 16 <= k8; p += 16) {
+                acc0 += *(const kiln_v8fu *)(ar + p) * *(const kiln_v8fu *)(br + p);
+                acc1 += *(const kiln_v8fu *)(ar + p + 8) * *(const kiln_v8fu *)(br + p + 8);
+            }
+            for (; p < k8; p += 8) acc0 += *(const kiln_v8fu *)(ar + p) * *(const kiln_v8fu *)(br + p);
+            acc0 += acc1;
+            float sum = ((acc0[0] + acc0[1]) + (acc0[2] + acc0[3])) + ((acc0[4] + acc0[5]) + (acc0[6] + acc0[7]));
+            for (; p < k; p++) sum += ar[p] * br[p];
+            c[i * ldc + j] = sum;
+        }
+    }
+    if (e) kiln_tile_epilogue(m, n, c, ldc, e->bias, e->row_bias, e);
+}
+
+static void kiln_gemm_narrow_scalar(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *bt, float *c, size_t ldc,
+                                    const kiln_epilogue *e) { kiln_gemm_narrow_body(m, n, k, a, lda, bt, c, ldc, e); }
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma")))
+static void kiln_gemm_narrow_avx2(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *bt, float *c, size_t ldc,
+                                  const kiln_epilogue *e) { kiln_gemm_narrow_body(m, n, k, a, lda, bt, c, ldc, e); }
+#endif
+
+void kiln_f32_gemm_narrow(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *bt, float *c, size_t ldc,
+                          const kiln_epilogue *e) {
+#if defined(__x86_64__)
+    if (kiln_cpu_features() & KILN_CPU_X86_V3) { kiln_gemm_narrow_avx2(m, n, k, a, lda, bt, c, ldc, e); return; }
+#endif
+    kiln_gemm_narrow_scalar(m, n, k, a, lda, bt, c, ldc, e);
+}
+
 void kiln_f32_gemm(KILN_GEMM_DRIVER_ARGS) {
 #if defined(__x86_64__)
     const uint32_t have = kiln_cpu_features();

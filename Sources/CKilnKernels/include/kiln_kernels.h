@@ -125,6 +125,11 @@ void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b
                    size_t m_begin, size_t m_end, size_t p_begin, size_t p_end,
                    const kiln_epilogue *epilogue, float *scratch);
 
+/// C[m x n] = epilogue(A[m x k] · B) for narrow B (a few columns), given B transposed (`bt`: n rows
+/// of k floats): dot products along k. The epilogue's bias is per column, `row_bias` per row.
+void kiln_f32_gemm_narrow(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *bt, float *c, size_t ldc,
+                          const kiln_epilogue *e);
+
 /// im2col for one image in CHW layout as rows: row (c, ky, kx), one column per output pixel.
 void kiln_f32_im2col_rows__scalar(size_t channels, size_t h, size_t w, const float *x,
                                   size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,

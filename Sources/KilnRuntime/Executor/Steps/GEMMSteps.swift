@@ -122,8 +122,10 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
         let threads = context.threads
         let panelRanges = splitRanges(panels, parts: small ? 1 : threads)
         let rowChunks = splitRanges(m, parts: small ? 1 : max(threads, m / 64), align: mr)
-        // 1×1 convolutions read the image in place as B (a copy only of the last, partial panel per chunk).
-        context.scratch(pointwise ? rowChunks.count * (k * nr * 4 + 64) : panels * k * nr * 4)
+        // 1×1 convolutions read the image in place as B (a copy only of the last, partial panel per chunk);
+        // a few pixels (squeeze-excitation, 1×1 feature maps) take dot products instead of a panel.
+        let narrow = pointwise && pixels <= 4
+        context.scratch(narrow ? k * pixels * 4 : pointwise ? rowChunks.count * (k * nr * 4 + 64) : panels * k * nr * 4)
         let (weight, base, ukernel, scratchSlot, window) = (weight, epilogue, ukernel, context.scratchSlot, window)
         let activates = base.activation != Int32(KILN_UNARY_NONE)
         return BoundStep { slots in
@@ -137,6 +139,16 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
                 let xi = x.floats(slots) + (image * channels + gi * c) * h * w
                 let out = y.floats(slots) + (image * outChannels + gi * m) * pixels
                 let pwg = pw + gi * m * k, biasg = biasPointer.map { $0 + gi * m }
+                if narrow {
+                    for j in 0 ..< pixels { for kk in 0 ..< k { packed[j * k + kk] = xi[kk * pixels + j] } }
+                    parallelFor(rowChunks.count, threads: threads) { i in
+                        let rows = rowChunks[i]
+                        var e = base
+                        e.row_bias = biasg.map { $0 + rows.lowerBound }
+                        kiln_f32_gemm_narrow(rows.count, pixels, k, pwg + rows.lowerBound * k, k, packed, out + rows.lowerBound * pixels, pixels, &e)
+                    }
+                    continue
+                }
                 if !pointwise {
                     // The im2col rows go straight into panels of output pixels.
                     parallelFor(panelRanges.count, threads: threads) { i in
