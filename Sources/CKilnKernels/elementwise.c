@@ -119,6 +119,34 @@ size_t kiln_f32_dwconv2d_scratch_floats(size_t kh, size_t kw, size_t sh, size_t 
     return kiln_dwconv_plane_floats(kh, kw, sh, sw, dh, dw, oh, ow, &rows, &stride);
 }
 
+// R output rows from oy, all column chunks, V vectors of 8 columns per chunk (R, V constants
+// after inlining, so the accumulators live in registers).
+static inline __attribute__((always_inline)) void kiln_dw_block(const float *even, const float *odd, size_t rs, const float *wc,
+                                                                size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw,
+                                                                size_t oy, const size_t R, const size_t V, size_t chunk, size_t ow,
+                                                                kiln_v8 bv, float *acc, float *yc) {
+    for (size_t j0 = 0; j0 < ow; j0 += chunk) {
+        kiln_v8 a[4][4];
+        for (size_t r = 0; r < R; r++) for (size_t v = 0; v < V; v++) a[r][v] = bv;
+        for (size_t ky = 0; ky < kh; ky++) {
+            for (size_t kx = 0; kx < kw; kx++) {
+                const float wv = wc[ky * kw + kx];
+                const kiln_v8 wvv = {wv, wv, wv, wv, wv, wv, wv, wv};
+                const float *base = (sw == 1 ? even + kx * dw : ((kx & 1) ? odd : even) + (kx >> 1)) + j0 + ky * dh * rs;
+                for (size_t r = 0; r < R; r++) {
+                    const float *src = base + (oy + r) * sh * rs;
+                    for (size_t v = 0; v < V; v++) a[r][v] += wvv * *(const kiln_v8u *)(src + 8 * v);
+                }
+            }
+        }
+        const size_t n = ow - j0 < chunk ? ow - j0 : chunk;
+        for (size_t r = 0; r < R; r++) {
+            for (size_t v = 0; v < V; v++) *(kiln_v8u *)(acc + 8 * v) = a[r][v];
+            memcpy(yc + (oy + r) * ow + j0, acc, n * sizeof(float));
+        }
+    }
+}
+
 // Each channel is copied into a zero-padded plane (for stride 2, split into even and odd
 // columns), so every tap is a straight multiply-add over a row of 8-wide vectors.
 static inline __attribute__((always_inline)) void kiln_dwconv_body(
@@ -154,47 +182,27 @@ static inline __attribute__((always_inline)) void kiln_dwconv_body(
             } else {
                 memset(er, 0, rs * sizeof(float));
                 memset(orow, 0, rs * sizeof(float));
-                // Padded column col = ix + pl goes to (col even ? even : odd)[col / 2].
-                const size_t first = pl & 1; // the first input column lands in odd when pl is odd
-                for (size_t ix = 0; ix < w; ix += 2) {
-                    const size_t half = (ix + pl) >> 1;
-                    if (half >= rs) break;
-                    (first ? orow : er)[half] = xr[ix];
-                }
-                for (size_t ix = 1; ix < w; ix += 2) {
-                    const size_t half = (ix + pl) >> 1;
-                    if (half >= rs) break;
-                    (first ? er : orow)[half] = xr[ix];
-                }
+                // Padded column col = ix + pl goes to (col even ? even : odd)[col / 2]: input columns
+                // 2t and 2t + 1 land at fixed offsets of the two planes.
+                float *to_even_ix = (pl & 1) ? orow : er, *to_odd_ix = (pl & 1) ? er : orow;
+                const size_t off_even_ix = pl >> 1, off_odd_ix = (pl + 1) >> 1;
+                const size_t pairs_even = (w + 1) / 2, pairs_odd = w / 2;
+                const size_t ne = off_even_ix < rs ? (pairs_even < rs - off_even_ix ? pairs_even : rs - off_even_ix) : 0;
+                const size_t no = off_odd_ix < rs ? (pairs_odd < rs - off_odd_ix ? pairs_odd : rs - off_odd_ix) : 0;
+                for (size_t t = 0; t < ne; t++) to_even_ix[off_even_ix + t] = xr[2 * t];
+                for (size_t t = 0; t < no; t++) to_odd_ix[off_odd_ix + t] = xr[2 * t + 1];
             }
         }
         const float b = e && e->bias ? e->bias[c] : 0.0f;
         const kiln_v8 bv = {b, b, b, b, b, b, b, b};
-        // Accumulators stay in registers over all taps: one chunk of 8, 16 or 32 columns at a time.
-        for (size_t oy = 0; oy < oh; oy++) {
-            for (size_t j0 = 0; j0 < ow; j0 += chunk) {
-                kiln_v8 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
-                for (size_t ky = 0; ky < kh; ky++) {
-                    const size_t r = oy * sh + ky * dh;
-                    for (size_t kx = 0; kx < kw; kx++) {
-                        const float wv = wc[ky * kw + kx];
-                        const kiln_v8 wvv = {wv, wv, wv, wv, wv, wv, wv, wv};
-                        const float *src = (sw == 1 ? even + r * rs + kx * dw : ((kx & 1) ? odd : even) + r * rs + (kx >> 1)) + j0;
-                        a0 += wvv * *(const kiln_v8u *)src;
-                        if (chunk >= 16) a1 += wvv * *(const kiln_v8u *)(src + 8);
-                        if (chunk == 32) {
-                            a2 += wvv * *(const kiln_v8u *)(src + 16);
-                            a3 += wvv * *(const kiln_v8u *)(src + 24);
-                        }
-                    }
-                }
-                *(kiln_v8u *)acc = a0;
-                *(kiln_v8u *)(acc + 8) = a1;
-                *(kiln_v8u *)(acc + 16) = a2;
-                *(kiln_v8u *)(acc + 24) = a3;
-                memcpy(yc + oy * ow + j0, acc, (ow - j0 < chunk ? ow - j0 : chunk) * sizeof(float));
-            }
-        }
+        // Blocks of R output rows × V vectors of 8 columns keep R·V independent accumulators in
+        // registers over all taps (one chain per accumulator would wait on FMA latency).
+        size_t oy = 0;
+#define KILN_DW_ROWS(R, V) for (; oy + R <= oh; oy += R) kiln_dw_block(even, odd, rs, wc, kh, kw, sh, sw, dh, dw, oy, R, V, chunk, ow, bv, acc, yc)
+        if (chunk == 32) { KILN_DW_ROWS(2, 4); KILN_DW_ROWS(1, 4); }
+        else if (chunk == 16) { KILN_DW_ROWS(4, 2); KILN_DW_ROWS(1, 2); }
+        else { KILN_DW_ROWS(4, 1); KILN_DW_ROWS(1, 1); }
+#undef KILN_DW_ROWS
         if (e && e->activation != KILN_UNARY_NONE) kiln_unary_body(e->activation, oh * ow, yc, yc, e->alpha, e->beta);
     }
 }
