@@ -247,31 +247,53 @@ void kiln_f32_im2col_pack__scalar(size_t channels, size_t h, size_t w, const flo
                                   size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr,
                                   size_t p_begin, size_t p_end, float *packed) {
     const size_t pixels = oh * ow, k = channels * kh * kw;
-    long iy0[64], ix0[64];
+    // A panel's pixels split into runs along one output row: (first lane, lanes, input row and column of lane 0).
+    size_t run_lane[64], run_count[64], runs;
+    long run_iy[64], run_ix[64];
     if (nr > 64) return;
     for (size_t p = p_begin; p < p_end; p++) {
         float *out = packed + p * k * nr;
         const size_t first = p * nr;
-        size_t oy = first / ow, ox = first % ow;
-        for (size_t j = 0; j < nr; j++) {
-            if (first + j < pixels) {
-                iy0[j] = (long)(oy * sh) - (long)pt;
-                ix0[j] = (long)(ox * sw) - (long)pl;
-                if (++ox == ow) { ox = 0; oy++; }
-            } else {
-                iy0[j] = -(1L << 40); // padding column of the last panel: always outside
-                ix0[j] = 0;
-            }
+        runs = 0;
+        size_t lane = 0;
+        while (lane < nr && first + lane < pixels) {
+            const size_t pix = first + lane, oy = pix / ow, ox = pix % ow;
+            const size_t n = ow - ox < nr - lane ? ow - ox : nr - lane;
+            const size_t left = pixels - pix < n ? pixels - pix : n;
+            run_lane[runs] = lane;
+            run_count[runs] = left;
+            run_iy[runs] = (long)(oy * sh) - (long)pt;
+            run_ix[runs] = (long)(ox * sw) - (long)pl;
+            runs++;
+            lane += left;
         }
+        const size_t used = lane;
         for (size_t c = 0; c < channels; c++) {
             const float *xc = x + c * h * w;
             for (size_t ky = 0; ky < kh; ky++) {
                 for (size_t kx = 0; kx < kw; kx++) {
-                    const long dy = (long)(ky * dh), dx = (long)(kx * dw);
-                    for (size_t j = 0; j < nr; j++) {
-                        const long iy = iy0[j] + dy, ix = ix0[j] + dx;
-                        out[j] = (iy >= 0 && iy < (long)h && ix >= 0 && ix < (long)w) ? xc[(size_t)iy * w + (size_t)ix] : 0.0f;
+                    for (size_t r = 0; r < runs; r++) {
+                        float *o = out + run_lane[r];
+                        const size_t n = run_count[r];
+                        const long iy = run_iy[r] + (long)(ky * dh), ix = run_ix[r] + (long)(kx * dw);
+                        if (iy < 0 || iy >= (long)h) {
+                            for (size_t j = 0; j < n; j++) o[j] = 0.0f;
+                            continue;
+                        }
+                        const float *row = xc + (size_t)iy * w;
+                        if (ix >= 0 && ix + (long)((n - 1) * sw) < (long)w) {
+                            // The whole run inside the row: a plain strided read.
+                            const float *src = row + ix;
+                            if (sw == 1) memcpy(o, src, n * sizeof(float));
+                            else for (size_t j = 0; j < n; j++) o[j] = src[j * sw];
+                        } else {
+                            for (size_t j = 0; j < n; j++) {
+                                const long xx = ix + (long)(j * sw);
+                                o[j] = xx >= 0 && xx < (long)w ? row[xx] : 0.0f;
+                            }
+                        }
                     }
+                    for (size_t j = used; j < nr; j++) out[j] = 0.0f;
                     out += nr;
                 }
             }
