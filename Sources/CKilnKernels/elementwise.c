@@ -124,7 +124,8 @@ size_t kiln_f32_dwconv2d_scratch_floats(size_t kh, size_t kw, size_t sh, size_t 
 static inline __attribute__((always_inline)) void kiln_dw_block(const float *even, const float *odd, size_t rs, const float *wc,
                                                                 size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw,
                                                                 size_t oy, const size_t R, const size_t V, size_t chunk, size_t ow,
-                                                                kiln_v8 bv, float *acc, float *yc) {
+                                                                float b, float *acc, float *yc) {
+    const kiln_v8 bv = {b, b, b, b, b, b, b, b};
     for (size_t j0 = 0; j0 < ow; j0 += chunk) {
         kiln_v8 a[4][4];
         for (size_t r = 0; r < R; r++) for (size_t v = 0; v < V; v++) a[r][v] = bv;
@@ -194,11 +195,10 @@ static inline __attribute__((always_inline)) void kiln_dwconv_body(
             }
         }
         const float b = e && e->bias ? e->bias[c] : 0.0f;
-        const kiln_v8 bv = {b, b, b, b, b, b, b, b};
         // Blocks of R output rows × V vectors of 8 columns keep R·V independent accumulators in
         // registers over all taps (one chain per accumulator would wait on FMA latency).
         size_t oy = 0;
-#define KILN_DW_ROWS(R, V) for (; oy + R <= oh; oy += R) kiln_dw_block(even, odd, rs, wc, kh, kw, sh, sw, dh, dw, oy, R, V, chunk, ow, bv, acc, yc)
+#define KILN_DW_ROWS(R, V) for (; oy + R <= oh; oy += R) kiln_dw_block(even, odd, rs, wc, kh, kw, sh, sw, dh, dw, oy, R, V, chunk, ow, b, acc, yc)
         if (chunk == 32) { KILN_DW_ROWS(2, 4); KILN_DW_ROWS(1, 4); }
         else if (chunk == 16) { KILN_DW_ROWS(4, 2); KILN_DW_ROWS(1, 2); }
         else { KILN_DW_ROWS(4, 1); KILN_DW_ROWS(1, 1); }
@@ -268,6 +268,29 @@ void kiln_f32_im2col_pack__scalar(size_t channels, size_t h, size_t w, const flo
             lane += left;
         }
         const size_t used = lane;
+        if (ow < 8) {
+            // Narrow outputs make runs of a lane or two: gather lane by lane instead.
+            long iy0[64], ix0[64];
+            for (size_t j = 0; j < nr; j++) {
+                const size_t pix = first + j;
+                iy0[j] = j < used ? (long)(pix / ow * sh) - (long)pt : -(1L << 40);
+                ix0[j] = j < used ? (long)(pix % ow * sw) - (long)pl : 0;
+            }
+            for (size_t c = 0; c < channels; c++) {
+                const float *xc = x + c * h * w;
+                for (size_t ky = 0; ky < kh; ky++) {
+                    for (size_t kx = 0; kx < kw; kx++) {
+                        const long dy = (long)(ky * dh), dx = (long)(kx * dw);
+                        for (size_t j = 0; j < nr; j++) {
+                            const long iy = iy0[j] + dy, ix = ix0[j] + dx;
+                            out[j] = (iy >= 0 && iy < (long)h && ix >= 0 && ix < (long)w) ? xc[(size_t)iy * w + (size_t)ix] : 0.0f;
+                        }
+                        out += nr;
+                    }
+                }
+            }
+            continue;
+        }
         for (size_t c = 0; c < channels; c++) {
             const float *xc = x + c * h * w;
             for (size_t ky = 0; ky < kh; ky++) {
