@@ -130,6 +130,32 @@ size_t kiln_f32_gemm_scratch_bytes(const kiln_packed_b *b) {
     return b->kind == KILN_B_F32 && b->ldb == 0 ? 0 : b->k * b->nr * sizeof(float);
 }
 
+typedef float kiln_v8r __attribute__((vector_size(32)));
+typedef float kiln_v8ru __attribute__((vector_size(32), aligned(4)));
+
+// One row of C over a full panel of 16 or 32 columns: c[j] = Σ_p a[p] · b[p][j].
+static inline __attribute__((always_inline)) void kiln_gemm_row(size_t nr, size_t k, const float *a, const float *b, size_t ldb,
+                                                                float *c) {
+    kiln_v8r c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+    for (size_t p = 0; p < k; p++) {
+        const float av = a[p];
+        const kiln_v8r v = {av, av, av, av, av, av, av, av};
+        const float *br = b + p * ldb;
+        c0 += v * *(const kiln_v8ru *)br;
+        c1 += v * *(const kiln_v8ru *)(br + 8);
+        if (nr == 32) {
+            c2 += v * *(const kiln_v8ru *)(br + 16);
+            c3 += v * *(const kiln_v8ru *)(br + 24);
+        }
+    }
+    *(kiln_v8ru *)c = c0;
+    *(kiln_v8ru *)(c + 8) = c1;
+    if (nr == 32) {
+        *(kiln_v8ru *)(c + 16) = c2;
+        *(kiln_v8ru *)(c + 24) = c3;
+    }
+}
+
 // The driver: panels outer, row tiles inner, the epilogue on each tile while it is in cache. Built
 // once per ISA so the epilogue runs in the same instruction set as the microkernel.
 static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b *b,
@@ -161,7 +187,10 @@ static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_u
         for (size_t m = m_begin; m < m_end; m += mr) {
             const size_t rows = m_end - m < mr ? m_end - m : mr;
             float *tile = c + m * ldc + n0;
-            ukernel(rows, nc, k, a + m * lda, lda, panel, ldb, tile, ldc);
+            if (rows == 1 && nc == nr && (nr == 16 || nr == 32))
+                kiln_gemm_row(nr, k, a + m * lda, panel, ldb, tile); // a microkernel would compute mr copies of the row
+            else
+                ukernel(rows, nc, k, a + m * lda, lda, panel, ldb, tile, ldc);
             if (apply)
                 kiln_tile_epilogue(rows, nc, tile, ldc, epilogue->bias ? epilogue->bias + n0 : NULL,
                                    epilogue->row_bias ? epilogue->row_bias + m : NULL, epilogue);
