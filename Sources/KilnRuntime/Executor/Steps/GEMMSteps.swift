@@ -125,7 +125,10 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
         // 1×1 convolutions read the image in place as B (a copy only of the last, partial panel per chunk);
         // a few pixels (squeeze-excitation, 1×1 feature maps) take dot products instead of a panel.
         let narrow = pointwise && pixels <= 4
-        context.scratch(narrow ? k * pixels * 4 : pointwise ? rowChunks.count * (k * nr * 4 + 64) : panels * k * nr * 4)
+        // Read in place only when few row tiles re-read each panel; otherwise one packing pass
+        // makes every later read sequential.
+        let inPlace = pointwise && m <= 4 * mr
+        context.scratch(narrow ? k * pixels * 4 : inPlace ? rowChunks.count * (k * nr * 4 + 64) : panels * k * nr * 4)
         let (weight, base, ukernel, scratchSlot, window) = (weight, epilogue, ukernel, context.scratchSlot, window)
         let activates = base.activation != Int32(KILN_UNARY_NONE)
         return BoundStep { slots in
@@ -149,12 +152,17 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
                     }
                     continue
                 }
-                if !pointwise {
-                    // The im2col rows go straight into panels of output pixels.
+                if !inPlace {
+                    // The image (1×1) or its im2col rows go straight into panels of output pixels.
                     parallelFor(panelRanges.count, threads: threads) { i in
                         let r = panelRanges[i]
-                        kiln_f32_im2col_pack__scalar(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
-                                                     window.dilations[1], pt, pl, oh, ow, nr, r.lowerBound, r.upperBound, packed)
+                        if pointwise {
+                            let n0 = r.lowerBound * nr, width = min(pixels, r.upperBound * nr) - n0
+                            kiln_f32_pack_b(k, width, nr, xi + n0, pixels, 1, packed + r.lowerBound * k * nr)
+                        } else {
+                            kiln_f32_im2col_pack__scalar(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
+                                                         window.dilations[1], pt, pl, oh, ow, nr, r.lowerBound, r.upperBound, packed)
+                        }
                     }
                 }
                 // Bias (per output channel = row) and activation applied to each tile while it is in cache.
@@ -162,7 +170,7 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
                     let rows = rowChunks[i]
                     var packedB = b
                     var partial: UnsafeMutablePointer<Float>? = nil
-                    if pointwise {
+                    if inPlace {
                         packedB.data = UnsafeRawPointer(xi)
                         packedB.ldb = pixels
                         partial = (UnsafeMutableRawPointer(packed) + i * (k * nr * 4 + 64)).assumingMemoryBound(to: Float.self)
