@@ -128,6 +128,25 @@ final class ExecutorTests: XCTestCase {
         }
     }
 
+    /// Contiguous slices take their source's memory in a shape plan (of an arena value, of a
+    /// slice, of an input); elementwise ops may then run in place inside that memory.
+    func testContiguousSlicesAsViews() async throws {
+        var b = ModelBuilder(name: "views")
+        let one = try ints(&b, "one", [1]), three = try ints(&b, "three", [3]), two = try ints(&b, "two", [2]), zero = try ints(&b, "zero", [0])
+        let minusTwo = try ints(&b, "minus_two", [-2]), big = try ints(&b, "big", [Int64.max]), last = try ints(&b, "last", [1])
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [5, 6]))
+        let y = try f.apply1("add", [x, x])
+        let rows = try f.apply1("slice", [y, f.use(one), f.use(three), f.use(zero)])           // rows 1..<3: a view at an offset
+        let row = try f.apply1("slice", [rows, f.use(one), f.use(two), f.use(zero)])           // a slice of the slice
+        f.output("rows", rows)
+        f.output("relu", try f.apply1("relu", [try f.apply1("neg", [row])]))
+        f.output("tail", try f.apply1("slice", [x, f.use(minusTwo), f.use(big), f.use(zero)])) // a view of the input
+        f.output("columns", try f.apply1("slice", [x, f.use(one), f.use(three), f.use(last)]))  // not contiguous: a copy
+        try b.add(f)
+        try await assertCompilesWithoutReference(try b.build(), ["x": NDArray(shape: [5, 6], scalars: floats(30, 3))], "slices")
+    }
+
     /// One function serves many shapes: a plan per shape signature (bounded), or one generic
     /// plan with `expectFrequentReshapes`; both agree with the interpreter.
     func testShapePlansAndFrequentReshapes() async throws {

@@ -48,7 +48,7 @@ final class Recording {
 }
 
 /// A function's plan for one set of input shapes: shape arithmetic folded into constants,
-/// views sharing their source's memory, elementwise results written over an input that nothing
+/// views and contiguous slices sharing their source's memory, elementwise results written over an input that nothing
 /// reads afterwards, every other result at an offset in one arena sized from the results'
 /// lifetimes, each remaining step bound to its concrete shapes.
 final class ShapePlan: @unchecked Sendable {
@@ -63,7 +63,7 @@ final class ShapePlan: @unchecked Sendable {
     private let steps: [PlannedStep]
     private let slotCount: Int
     /// Slots that read a run input, by input index.
-    private let inputSlots: [(slot: Int, input: Int)]
+    private let inputSlots: [(slot: Int, input: Int, offset: Int)]
     /// Slot table entries fixed for every run (constants); arena offsets are added per arena.
     private let fixed: [(slot: Int, pointer: UnsafeMutableRawPointer)]
     private let arenaSlots: [(slot: Int, offset: Int)]
@@ -107,6 +107,8 @@ final class ShapePlan: @unchecked Sendable {
         for (i, step) in executor.steps.enumerated() { for s in step.inputs where s >= 0 { lastRead[s] = max(lastRead[s], i) } }
         for s in executor.outputSlots { lastRead[s] = Int.max }
         var rootReads: [Int] = []
+        // Where in its root, input or constant a slot starts (views of a slice start inside).
+        var byteOffset = [Int](repeating: 0, count: slotCount)
         func join(_ s: Int, _ root: Int) {
             rootOf[s] = root
             if root >= 0 { rootReads[root] = max(rootReads[root], lastRead[s]) }
@@ -116,8 +118,11 @@ final class ShapePlan: @unchecked Sendable {
             if step.outputs.allSatisfy({ recording.known[$0] != nil }) { continue }
             let inputs = step.inputs.map { operand($0) }
             for s in step.inputs { use(s, at: i) }
-            if step.kernel.id.family == .view, let source = step.inputs.first, source >= 0, let out = step.outputs.first {
+            // Views and contiguous slices take their source's memory (at an offset): no step runs.
+            let sliceOffset = (step.kernel as? CopyStep)?.contiguousSliceOffset(inputs)
+            if step.kernel.id.family == .view || sliceOffset != nil, let source = step.inputs.first, source >= 0, let out = step.outputs.first {
                 location[out] = location[source]
+                byteOffset[out] = byteOffset[source] + (sliceOffset ?? 0)
                 join(out, rootOf[source])
                 continue
             }
@@ -130,6 +135,7 @@ final class ShapePlan: @unchecked Sendable {
                 }?.0
                 if let reuse {
                     join(s, rootOf[reuse])
+                    byteOffset[s] = byteOffset[reuse]
                 } else {
                     rootBytes.append(o.byteCount)
                     rootFirst.append(i)
@@ -180,12 +186,12 @@ final class ShapePlan: @unchecked Sendable {
         constants = kept + Array(executor.constants.values)
         var fixed: [(Int, UnsafeMutableRawPointer)] = []
         var arenaSlots: [(Int, Int)] = []
-        var inputSlots: [(Int, Int)] = []
+        var inputSlots: [(Int, Int, Int)] = []
         for s in 0 ..< slotCount {
             switch location[s] {
-            case .constant(let p)?: fixed.append((s, p))
-            case .input(let i)?: inputSlots.append((s, i))
-            case .arena(let r)?: arenaSlots.append((s, offsets[r]))
+            case .constant(let p)?: fixed.append((s, p + byteOffset[s]))
+            case .input(let i)?: inputSlots.append((s, i, byteOffset[s]))
+            case .arena(let r)?: arenaSlots.append((s, offsets[r] + byteOffset[s]))
             case nil:
                 if let c = executor.constants[s] { fixed.append((s, c.unsafeBase)) }
             }
@@ -204,7 +210,7 @@ final class ShapePlan: @unchecked Sendable {
         let arena = pool.take() ?? Arena(self)
         defer { pool.give(arena) }
         let slots = arena.slots
-        for (s, i) in inputSlots { slots[s] = args[i].unsafeBase }
+        for (s, i, o) in inputSlots { slots[s] = args[i].unsafeBase + o }
         let profile = executor.profile
         profile?.countRun()
         for step in steps {

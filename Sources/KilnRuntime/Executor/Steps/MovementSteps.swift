@@ -100,6 +100,39 @@ struct CopyStep: StepKernel {
         }
     }
 
+    /// A slice's result shape, byte offset and byte strides into its input.
+    func sliceLayout(_ inputs: [Operand?], size: Int) throws -> (shape: [Int], offset: Int, strides: [Int]) {
+        guard let x = inputs.first ?? nil else { throw OpError("input 0 is missing") }
+        let rank = x.shape.count, xs = byteStrides(x.shape, size)
+        let starts = try knownIntegers(inputs.count > 1 ? inputs[1] : nil, "starts") ?? op.attributes.ints("starts") ?? []
+        let ends = try knownIntegers(inputs.count > 2 ? inputs[2] : nil, "ends") ?? op.attributes.ints("ends") ?? []
+        let axes = try knownIntegers(inputs.count > 3 ? inputs[3] : nil, "axes") ?? op.attributes.ints("axes") ?? Array(0 ..< starts.count)
+        let steps = try knownIntegers(inputs.count > 4 ? inputs[4] : nil, "steps") ?? op.attributes.ints("steps") ?? Array(repeating: 1, count: starts.count)
+        guard starts.count == ends.count, axes.count == starts.count, steps.count == starts.count else { throw OpError("slice parameters disagree") }
+        var offset = 0, strides = xs, shape = x.shape
+        for (j, a) in axes.enumerated() {
+            let axis = try OpSet.normalize(axis: a, rank: rank)
+            guard steps[j] != 0 else { throw OpError("step 0") }
+            let (start, count) = OpSet.sliceRange(start: starts[j], end: ends[j], step: steps[j], size: x.shape[axis])
+            shape[axis] = count
+            if count > 0 { offset += start * xs[axis] }
+            strides[axis] = xs[axis] * steps[j]
+        }
+        return (shape, offset, strides)
+    }
+
+    /// The byte offset of a slice whose result is one contiguous run of its input (so a shape
+    /// plan can give it the input's memory), else `nil`.
+    func contiguousSliceOffset(_ inputs: [Operand?]) -> Int? {
+        guard op.opType == "slice", let x = inputs.first ?? nil else { return nil }
+        let size = x.dtype.bitWidth / 8
+        guard let (shape, offset, strides) = try? sliceLayout(inputs, size: size), !shape.contains(0) else { return nil }
+        // Contiguous when the result's strides are the dense strides of its shape (size-1 dims aside).
+        let dense = byteStrides(shape, size)
+        for d in shape.indices where shape[d] > 1 && strides[d] != dense[d] { return nil }
+        return offset
+    }
+
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
         guard let x = inputs.first ?? nil else { throw OpError("input 0 is missing") }
         let size = x.dtype.bitWidth / 8
@@ -114,20 +147,7 @@ struct CopyStep: StepKernel {
             blocks = [BlockCopy(shape: y.shape, source: 0, sourceOffset: 0, sourceStrides: perm.map { xs[$0] }, target: 0, targetOffset: 0,
                                 targetStrides: byteStrides(y.shape, size))]
         case "slice":
-            let starts = try knownIntegers(inputs.count > 1 ? inputs[1] : nil, "starts") ?? op.attributes.ints("starts") ?? []
-            let ends = try knownIntegers(inputs.count > 2 ? inputs[2] : nil, "ends") ?? op.attributes.ints("ends") ?? []
-            let axes = try knownIntegers(inputs.count > 3 ? inputs[3] : nil, "axes") ?? op.attributes.ints("axes") ?? Array(0 ..< starts.count)
-            let steps = try knownIntegers(inputs.count > 4 ? inputs[4] : nil, "steps") ?? op.attributes.ints("steps") ?? Array(repeating: 1, count: starts.count)
-            guard starts.count == ends.count, axes.count == starts.count, steps.count == starts.count else { throw OpError("slice parameters disagree") }
-            var offset = 0, strides = xs, shape = x.shape
-            for (j, a) in axes.enumerated() {
-                let axis = try OpSet.normalize(axis: a, rank: rank)
-                guard steps[j] != 0 else { throw OpError("step 0") }
-                let (start, count) = OpSet.sliceRange(start: starts[j], end: ends[j], step: steps[j], size: x.shape[axis])
-                shape[axis] = count
-                if count > 0 { offset += start * xs[axis] }
-                strides[axis] = xs[axis] * steps[j]
-            }
+            let (shape, offset, strides) = try sliceLayout(inputs, size: size)
             guard shape == outputs[0].shape else { throw OpError("slice gives \(shape), the plan has \(outputs[0].shape)") }
             blocks = [BlockCopy(shape: shape, source: 0, sourceOffset: offset, sourceStrides: strides, target: 0, targetOffset: 0,
                                 targetStrides: byteStrides(shape, size))]
