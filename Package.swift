@@ -79,7 +79,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KilnCompressionTests",
-            dependencies: ["KilnCompression", "KilnReference", "KilnONNX", "KilnFormat"]
+            dependencies: ["KilnCompression", "KilnReference", "KilnONNX", "KilnFormat", "KilnTestSupport"]
         ),
         .testTarget(
             name: "KilnCompilerTests",
@@ -92,7 +92,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KilnCLITests",
-            dependencies: ["KilnFormat"]
+            dependencies: ["KilnFormat", "KilnTestSupport"]
         ),
     ]
 )

@@ -1,5 +1,6 @@
 import Foundation
 import KilnFormat
+import KilnTestSupport
 import XCTest
 
 final class CompileCommandTests: XCTestCase {
@@ -109,12 +110,11 @@ final class BenchSharedModelTests: XCTestCase {
     /// the JSON parses, with the golden inputs.
     func testPackagesAndArtifacts() throws {
         let dir = try temporaryDirectory(self)
-        let shared = "\(repositoryRoot)/../shared/models"
         for name in ["mobilenetv3_orientation", "magika_v3_3", "minilm_l3_paraphrase"] {
-            let golden = "\(shared)/golden/\(name)"
+            let golden = "\(testGoldens)/\(name)"
             let manifest = try JSONSerialization.jsonObject(with: fileBytes("\(golden)/manifest.json")) as! [String: Any]
             let inputs = (manifest["inputs"] as! [[String: Any]]).flatMap { ["--input", "\($0["name"]!)=\(golden)/\($0["file"]!)"] }
-            XCTAssertEqual(try kiln(["convert", "\(shared)/\(name).onnx", "-o", "\(dir)/\(name).kiln"]).status, 0)
+            XCTAssertEqual(try kiln(["convert", "\(testModels)/\(name).onnx", "-o", "\(dir)/\(name).kiln"]).status, 0)
             XCTAssertEqual(try kiln(["compile", "\(dir)/\(name).kiln", "--arch", "host", "-o", "\(dir)/\(name)"]).status, 0)
             let artifact = try FileManager.default.contentsOfDirectory(atPath: "\(dir)/\(name)").first { $0.hasSuffix(".compiled") }!
             for path in ["\(dir)/\(name).kiln", "\(dir)/\(name)/\(artifact)"] {

@@ -1,4 +1,5 @@
 import Foundation
+import KilnTestSupport
 import XCTest
 
 final class ConvertCommandTests: XCTestCase {
@@ -6,8 +7,7 @@ final class ConvertCommandTests: XCTestCase {
 
     func testConvertThenInspectAndRunMiniLM() throws {
         let dir = try temporaryDirectory(self)
-        let shared = "\(repositoryRoot)/../shared/models"
-        var r = try kiln(["convert", "\(shared)/minilm_l3_paraphrase.onnx", "-o", "\(dir)/MiniLM.kiln"])
+        var r = try kiln(["convert", "\(testModels)/minilm_l3_paraphrase.onnx", "-o", "\(dir)/MiniLM.kiln"])
         XCTAssertEqual(r.status, 0, r.stderr)
         XCTAssertEqual(r.stdout, "")
         r = try kiln(["inspect", "\(dir)/MiniLM.kiln"])
@@ -17,7 +17,7 @@ final class ConvertCommandTests: XCTestCase {
         XCTAssertTrue(r.stdout.contains("input_ids       int64[batch_size, sequence_length]"), r.stdout)
         XCTAssertTrue(r.stdout.contains("attention_mask  int64[batch_size, sequence_length]"), r.stdout)
         XCTAssertTrue(r.stdout.contains("onnx::Shape_422  float32[batch_size, sequence_length, 384]"), r.stdout)
-        let golden = "\(shared)/golden/minilm_l3_paraphrase"
+        let golden = "\(testGoldens)/minilm_l3_paraphrase"
         r = try kiln(["run", "\(dir)/MiniLM.kiln", "--input", "input_ids=\(golden)/in_0_input_ids.npy",
                       "--input", "attention_mask=\(golden)/in_1_attention_mask.npy", "--output-dir", "\(dir)/out"])
         XCTAssertEqual(r.status, 0, r.stderr)

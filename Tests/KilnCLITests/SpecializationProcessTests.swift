@@ -1,17 +1,18 @@
 import Foundation
 import KilnFormat
+import KilnTestSupport
 import XCTest
 
 /// The specialization cache across processes: a killed specializer leaves nothing that loads
 /// as valid, and two processes specializing the same package do the work once.
 final class SpecializationProcessTests: XCTestCase {
-    let golden = "\(repositoryRoot)/../shared/models/golden/minilm_l3_paraphrase"
+    let golden = "\(testGoldens)/minilm_l3_paraphrase"
 
     /// A directory holding only an arm64 artifact and the MiniLM package: x86-64 hosts specialize.
     func prepare() throws -> (dir: String, cache: String, inputs: [String]) {
         let root = try temporaryDirectory(self)
         let dir = "\(root)/model"
-        let convert = try kiln(["convert", "\(repositoryRoot)/../shared/models/minilm_l3_paraphrase.onnx", "-o", "\(dir)/MiniLM.kiln"])
+        let convert = try kiln(["convert", "\(testModels)/minilm_l3_paraphrase.onnx", "-o", "\(dir)/MiniLM.kiln"])
         XCTAssertEqual(convert.status, 0, convert.stderr)
         let compile = try kiln(["compile", "\(dir)/MiniLM.kiln", "--arch", "arm64", "-o", dir])
         XCTAssertEqual(compile.status, 0, compile.stderr)

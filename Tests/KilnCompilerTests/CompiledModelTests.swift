@@ -13,7 +13,7 @@ import XCTest
 final class CompiledModelTests: XCTestCase {
     func checkShared(_ name: String) async throws {
         let model = try ONNXImporter.convert(contentsOf: "\(sharedModels)/\(name).onnx")
-        let golden = try Golden(directory: "\(sharedModels)/golden/\(name)")
+        let golden = try Golden(directory: "\(testGoldens)/\(name)")
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         XCTAssertFalse(runnableArchitectures.isEmpty)
@@ -57,7 +57,7 @@ final class CompiledModelTests: XCTestCase {
     /// still compressed, and matches the reference interpreter running the same compressed package.
     func testCompressedMiniLM() async throws {
         let model = try ONNXImporter.convert(contentsOf: "\(sharedModels)/minilm_l3_paraphrase.onnx")
-        let golden = try Golden(directory: "\(sharedModels)/golden/minilm_l3_paraphrase")
+        let golden = try Golden(directory: "\(testGoldens)/minilm_l3_paraphrase")
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let configs = [
@@ -81,7 +81,7 @@ final class CompiledModelTests: XCTestCase {
     /// Many tasks calling one compiled function at once get the same answers as one call.
     func testConcurrentCallsAgree() async throws {
         let model = try ONNXImporter.convert(contentsOf: "\(sharedModels)/minilm_l3_paraphrase.onnx")
-        let golden = try Golden(directory: "\(sharedModels)/golden/minilm_l3_paraphrase")
+        let golden = try Golden(directory: "\(testGoldens)/minilm_l3_paraphrase")
         guard let arch = Architecture.host else { throw XCTSkip("no runnable architecture") }
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -7,7 +7,7 @@ import KilnTestSupport
 import XCTest
 
 let repositoryRoot = FixtureJSON.repositoryRoot
-let sharedModels = "\(repositoryRoot)/../shared/models"
+let sharedModels = testModels
 
 /// The x86-64 architectures this host can run (the tests compare their outputs).
 let runnableArchitectures = Architecture.all.filter(\.isRunnableOnHost)

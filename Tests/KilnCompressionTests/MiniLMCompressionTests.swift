@@ -3,6 +3,7 @@ import KilnCompression
 import KilnFormat
 import KilnONNX
 import KilnReference
+import KilnTestSupport
 import XCTest
 
 /// The converted MiniLM keeps its sentence embedding (`461`) through compression of every
@@ -11,9 +12,8 @@ final class MiniLMCompressionTests: XCTestCase {
     /// Compresses the converted MiniLM with `config`, writes both packages, and returns the
     /// size ratio and the cosine similarity of `461` to onnxruntime's on the golden input.
     func measure(_ config: String, file: StaticString = #filePath, line: UInt = #line) throws -> (ratio: Double, cosine: Double, report: CompressionReport) {
-        let shared = "\(repositoryRoot)/../shared/models"
-        let model = try ONNXImporter.convert(contentsOf: "\(shared)/minilm_l3_paraphrase.onnx")
-        let golden = "\(shared)/golden/minilm_l3_paraphrase"
+        let model = try ONNXImporter.convert(contentsOf: "\(testModels)/minilm_l3_paraphrase.onnx")
+        let golden = "\(testGoldens)/minilm_l3_paraphrase"
         let inputs = ["input_ids": try NDArray(npyFile: "\(golden)/in_0_input_ids.npy"),
                       "attention_mask": try NDArray(npyFile: "\(golden)/in_1_attention_mask.npy")]
         let want = try NDArray(npyFile: "\(golden)/out_3_461.npy").scalars(as: Float.self)

@@ -11,4 +11,4 @@ let repositoryRoot: String = {
     return url.path
 }()
 
-let sharedModels = "\(repositoryRoot)/../shared/models"
+let sharedModels = testModels

@@ -5,7 +5,7 @@ import KilnReference
 import KilnTestSupport
 import XCTest
 
-/// The three trained models of ../shared/models convert, and the converted packages
+/// The three trained test models (`make models`) convert, and the converted packages
 /// reproduce onnxruntime's outputs on the golden inputs.
 final class SharedModelTests: XCTestCase {
     func convertAndRun(_ name: String, file: StaticString = #filePath, line: UInt = #line) throws -> PortableModel {
@@ -16,7 +16,7 @@ final class SharedModelTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try PackageWriter.write(model, to: "\(dir)/\(name).kiln")
         let back = try PackageReader.read(at: "\(dir)/\(name).kiln")
-        let golden = try Golden(directory: "\(sharedModels)/golden/\(name)")
+        let golden = try Golden(directory: "\(testGoldens)/\(name)")
         let outputs = try ReferenceInterpreter(model: back, function: "main").run(golden.inputs)
         for (outputName, want) in golden.outputs {
             assertMatches(outputs[outputName], want, "\(name) \(outputName)", file: file, line: line)

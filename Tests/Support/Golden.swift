@@ -3,7 +3,7 @@ import KilnFormat
 import XCTest
 
 /// Inputs and expected outputs described by a golden `manifest.json` (names, files), as
-/// ../shared/models/golden holds them.
+/// Tests/Fixtures/models/golden holds them.
 public struct Golden {
     /// Inputs by name.
     public var inputs: [String: NDArray]

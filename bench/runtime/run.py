@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Kiln compiled artifacts vs onnxruntime, in one run, on 2 threads.
 
-For each shared model (../shared/models, golden inputs): compiles the converted package for the
+For each test model (`make models`; golden inputs from Tests/Fixtures/models): compiles the converted package for the
 host arch, measures Kiln with `kiln bench --json` (load = mapping the artifact and preparing the
 function; latency = median of the timed runs around run(inputs:)), and onnxruntime with a session
 of the same thread count (load = session creation; latency = median of as many runs). Examples
@@ -19,7 +19,11 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARED = os.path.join(ROOT, "..", "shared", "models")
+# The trained test models as the tests find them (`make models`), and their committed goldens.
+SHARED = os.environ.get("KILN_TEST_MODELS") or (os.path.join(ROOT, "..", "shared", "models")
+                                                if os.path.exists(os.path.join(ROOT, "..", "shared", "models", "SHA256SUMS"))
+                                                else os.path.join(ROOT, ".build", "models"))
+GOLDEN = os.path.join(ROOT, "Tests", "Fixtures", "models", "golden")
 MODELS = ["mobilenetv3_orientation", "magika_v3_3", "minilm_l3_paraphrase"]
 EXAMPLES = [("TinyClassifier", "main", ["--dim", "batch=8"]), ("TinyEncoder", "encode", ["--dim", "batch=1", "--dim", "seq=64"])]
 
@@ -71,7 +75,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name in MODELS:
             onnx_path = os.path.join(SHARED, f"{name}.onnx")
-            golden = os.path.join(SHARED, "golden", name)
+            golden = os.path.join(GOLDEN, name)
             manifest = json.load(open(os.path.join(golden, "manifest.json")))
             subprocess.run([args.kiln, "convert", onnx_path, "-o", f"{tmp}/{name}.kiln"], check=True, capture_output=True)
             assets = json.loads(subprocess.run([args.kiln, "compile", f"{tmp}/{name}.kiln", "--arch", "host", "-o", f"{tmp}/{name}",
@@ -94,7 +98,7 @@ def main():
         # Loading a directory that holds only the MiniLM package: cold = specialize into an empty
         # cache, warm = cache hit (each a fresh `kiln bench` process; medians of 3).
         name = "minilm_l3_paraphrase"
-        golden = os.path.join(SHARED, "golden", name)
+        golden = os.path.join(GOLDEN, name)
         manifest = json.load(open(os.path.join(golden, "manifest.json")))
         extra = []
         for i in manifest["inputs"]:
