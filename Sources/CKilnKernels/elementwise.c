@@ -18,47 +18,8 @@ void kiln_f32_unary__avx2(int op, size_t n, const float *x, float *y, float alph
 }
 #endif
 
-void kiln_f32_epilogue_rows(size_t m, size_t n, float *c, size_t ldc, const float *row_bias, const kiln_epilogue *e) {
-    const int op = e ? e->activation : 0;
-#if defined(__x86_64__)
-    const int avx2 = (kiln_cpu_features() & KILN_CPU_X86_V3) != 0;
-#endif
-    for (size_t i = 0; i < m; i++) {
-        float *row = c + i * ldc;
-        if (row_bias) {
-            const float b = row_bias[i];
-            for (size_t j = 0; j < n; j++) row[j] += b;
-        }
-        if (!op) continue;
-#if defined(__x86_64__)
-        if (avx2) {
-            kiln_f32_unary__avx2(op, n, row, row, e->alpha, e->beta);
-            continue;
-        }
-#endif
-        kiln_unary_body(op, n, row, row, e->alpha, e->beta);
-    }
-}
-
 void kiln_f32_epilogue(size_t m, size_t n, float *c, size_t ldc, const float *bias, const kiln_epilogue *e) {
-    if (!e) return;
-    const int op = e->activation;
-#if defined(__x86_64__)
-    const int avx2 = (kiln_cpu_features() & KILN_CPU_X86_V3) != 0;
-#endif
-    for (size_t i = 0; i < m; i++) {
-        float *row = c + i * ldc;
-        if (bias)
-            for (size_t j = 0; j < n; j++) row[j] += bias[j];
-        if (!op) continue;
-#if defined(__x86_64__)
-        if (avx2) {
-            kiln_f32_unary__avx2(op, n, row, row, e->alpha, e->beta);
-            continue;
-        }
-#endif
-        kiln_unary_body(op, n, row, row, e->alpha, e->beta);
-    }
+    if (e) kiln_tile_epilogue(m, n, c, ldc, bias, NULL, e);
 }
 
 static inline __attribute__((always_inline)) void kiln_dwconv_generic(
@@ -95,7 +56,7 @@ static inline __attribute__((always_inline)) void kiln_dwconv_generic(
                 }
             }
         }
-        if (e && e->activation != KILN_UNARY_NONE) kiln_f32_epilogue(1, oh * ow, yc, oh * ow, NULL, e);
+        if (e && e->activation != KILN_UNARY_NONE) kiln_unary_body(e->activation, oh * ow, yc, yc, e->alpha, e->beta);
     }
 }
 

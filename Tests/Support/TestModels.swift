@@ -10,5 +10,5 @@ public let testModels: String = {
     return "\(FixtureJSON.repositoryRoot)/.build/models"
 }()
 
-/// The onnxruntime outputs for the test models' golden inputs (committed; tools/README.md).
+/// The onnxruntime outputs for the test models' golden inputs (committed; Tests/Fixtures/models/README.md).
 public let testGoldens = "\(FixtureJSON.repositoryRoot)/Tests/Fixtures/models/golden"

@@ -149,8 +149,6 @@ void kiln_unpack_b_panel(const kiln_packed_b *b, size_t p, float *out);
 
 /// Applies an epilogue to a row-major m x n block (bias per column).
 void kiln_f32_epilogue(size_t m, size_t n, float *c, size_t ldc, const float *bias, const kiln_epilogue *e);
-/// Applies an epilogue to a row-major m x n block whose rows take row_bias[0..m] (then the activation).
-void kiln_f32_epilogue_rows(size_t m, size_t n, float *c, size_t ldc, const float *row_bias, const kiln_epilogue *e);
 
 // MARK: Elementwise, normalization, pooling (C the compiler vectorizes, built once per ISA)
 
