@@ -204,9 +204,27 @@ void kiln_f32_im2col__scalar(size_t channels, size_t h, size_t w, const float *x
     }
 }
 
-void kiln_f32_im2col_pack__scalar(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,
-                                  size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr,
-                                  size_t p_begin, size_t p_end, float *packed) {
+// Copies n values of `row` from column ix at stride sw into o, zero where a column falls outside [0, w).
+typedef void (*kiln_im2col_run_fn)(float *o, const float *row, long ix, size_t n, size_t sw, size_t w);
+
+static inline __attribute__((always_inline)) void kiln_im2col_run_scalar(float *o, const float *row, long ix, size_t n, size_t sw,
+                                                                         size_t w) {
+    if (ix >= 0 && ix + (long)((n - 1) * sw) < (long)w) {
+        // The whole run inside the row: a plain strided read.
+        const float *src = row + ix;
+        if (sw == 1) memcpy(o, src, n * sizeof(float));
+        else for (size_t j = 0; j < n; j++) o[j] = src[j * sw];
+    } else {
+        for (size_t j = 0; j < n; j++) {
+            const long xx = ix + (long)(j * sw);
+            o[j] = xx >= 0 && xx < (long)w ? row[xx] : 0.0f;
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void kiln_im2col_pack_body(
+    size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw,
+    size_t pt, size_t pl, size_t oh, size_t ow, size_t nr, size_t p_begin, size_t p_end, float *packed, kiln_im2col_run_fn copy_run) {
     const size_t pixels = oh * ow, k = channels * kh * kw;
     // A panel's pixels split into runs along one output row: (first lane, lanes, input row and column of lane 0).
     size_t run_lane[64], run_count[64], runs;
@@ -264,18 +282,7 @@ void kiln_f32_im2col_pack__scalar(size_t channels, size_t h, size_t w, const flo
                             for (size_t j = 0; j < n; j++) o[j] = 0.0f;
                             continue;
                         }
-                        const float *row = xc + (size_t)iy * w;
-                        if (ix >= 0 && ix + (long)((n - 1) * sw) < (long)w) {
-                            // The whole run inside the row: a plain strided read.
-                            const float *src = row + ix;
-                            if (sw == 1) memcpy(o, src, n * sizeof(float));
-                            else for (size_t j = 0; j < n; j++) o[j] = src[j * sw];
-                        } else {
-                            for (size_t j = 0; j < n; j++) {
-                                const long xx = ix + (long)(j * sw);
-                                o[j] = xx >= 0 && xx < (long)w ? row[xx] : 0.0f;
-                            }
-                        }
+                        copy_run(o, xc + (size_t)iy * w, ix, n, sw, w);
                     }
                     for (size_t j = used; j < nr; j++) out[j] = 0.0f;
                     out += nr;
@@ -283,6 +290,68 @@ void kiln_f32_im2col_pack__scalar(size_t channels, size_t h, size_t w, const flo
             }
         }
     }
+}
+
+void kiln_f32_im2col_pack__scalar(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,
+                                  size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr,
+                                  size_t p_begin, size_t p_end, float *packed) {
+    kiln_im2col_pack_body(channels, h, w, x, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, nr, p_begin, p_end, packed,
+                          kiln_im2col_run_scalar);
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+// Sixteen lanes at a time: masked loads cover the row's ends, stride 2 keeps the even lanes of 32.
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) static inline __attribute__((always_inline)) void
+kiln_im2col_run_avx512(float *o, const float *row, long ix, size_t n, size_t sw, size_t w) {
+    if (sw > 2) {
+        kiln_im2col_run_scalar(o, row, ix, n, sw, w);
+        return;
+    }
+    const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    for (size_t j = 0; j < n; j += 16) {
+        const long col = ix + (long)(j * sw);
+        const long left = (long)(n - j) < 16 ? (long)(n - j) : 16;
+        // Input lanes [lo, hi) of the 16 loaded from col: inside the row and, for stride 1, before the run's end.
+        long lo = -col, hi = (long)w - col;
+        if (lo < 0) lo = 0;
+        const long end1 = sw == 1 ? left : 16;
+        const long h0 = hi < end1 ? hi : end1;
+        const __mmask16 m0 = h0 > lo ? (__mmask16)((((1u << (h0 - lo)) - 1u) << lo) & 0xffffu) : 0;
+        __m512 v;
+        if (sw == 1) {
+            v = _mm512_maskz_loadu_ps(m0, row + col);
+        } else {
+            long lo1 = -col - 16, hi1 = (long)w - col - 16;
+            if (lo1 < 0) lo1 = 0;
+            if (hi1 > 16) hi1 = 16;
+            const __mmask16 m1 = hi1 > lo1 ? (__mmask16)((((1u << (hi1 - lo1)) - 1u) << lo1) & 0xffffu) : 0;
+            v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(m0, row + col), evens, _mm512_maskz_loadu_ps(m1, row + col + 16));
+        }
+        _mm512_mask_storeu_ps(o + j, (__mmask16)((1u << left) - 1u), v);
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+void kiln_f32_im2col_pack__avx512(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,
+                                  size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr,
+                                  size_t p_begin, size_t p_end, float *packed) {
+    kiln_im2col_pack_body(channels, h, w, x, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, nr, p_begin, p_end, packed,
+                          kiln_im2col_run_avx512);
+}
+#endif
+
+void kiln_f32_im2col_pack(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh, size_t sw,
+                          size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr, size_t p_begin,
+                          size_t p_end, float *packed) {
+#if defined(__x86_64__)
+    if (kiln_cpu_features() & KILN_CPU_X86_V4) {
+        kiln_f32_im2col_pack__avx512(channels, h, w, x, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, nr, p_begin, p_end, packed);
+        return;
+    }
+#endif
+    kiln_f32_im2col_pack__scalar(channels, h, w, x, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, nr, p_begin, p_end, packed);
 }
 
 void kiln_f32_im2col_rows__scalar(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,

@@ -10,28 +10,24 @@
 #define KILN_MAX_NR 16
 
 static inline void kiln_ukernel_scalar(size_t MR, size_t NR, size_t mr, size_t nc, size_t k, const float *a,
-                                       size_t lda, const float *b, size_t ldb, float *c, size_t ldc) {
+                                       size_t lda, const float *b, size_t ldb, float *c, size_t ldc, const kiln_tile_args *t) {
     float acc[KILN_MAX_MR][KILN_MAX_NR] = {{0}};
-    (void)MR;
+    // Packed A (lda == 0): element (i, p) at a[p * MR + i].
+    const size_t rs = lda ? lda : 1, cs = lda ? 1 : MR;
     for (size_t p = 0; p < k; p++) {
         const float *row = b + p * ldb;
         for (size_t i = 0; i < mr; i++) {
-            const float av = a[i * lda + p];
+            const float av = a[i * rs + p * cs];
             for (size_t j = 0; j < NR; j++) acc[i][j] += av * row[j];
         }
     }
     for (size_t i = 0; i < mr; i++) memcpy(c + i * ldc, acc[i], nc * sizeof(float));
+    if (t) kiln_tile_args_apply(mr, nc, c, ldc, t);
 }
 
-void kiln_f32_gemm_4x8__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb,
-                               float *c, size_t ldc) {
-    kiln_ukernel_scalar(4, 8, mr, nc, k, a, lda, b, ldb, c, ldc);
-}
+void kiln_f32_gemm_4x8__scalar(KILN_UKERNEL_PARAMS) { kiln_ukernel_scalar(4, 8, mr, nc, k, a, lda, b, ldb, c, ldc, t); }
 
-void kiln_f32_gemm_4x16__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b,
-                                size_t ldb, float *c, size_t ldc) {
-    kiln_ukernel_scalar(4, 16, mr, nc, k, a, lda, b, ldb, c, ldc);
-}
+void kiln_f32_gemm_4x16__scalar(KILN_UKERNEL_PARAMS) { kiln_ukernel_scalar(4, 16, mr, nc, k, a, lda, b, ldb, c, ldc, t); }
 
 typedef struct {
     const char *name;
@@ -69,6 +65,15 @@ kiln_f32_gemm_ukernel kiln_f32_gemm_ukernel_named(const char *name, size_t *mr, 
 void kiln_f32_pack_b(size_t k, size_t n, size_t nr, const float *b, size_t ldb, size_t cs, float *packed) {
     const size_t panels = (n + nr - 1) / nr;
     for (size_t p = 0; p < panels; p++) {
+        if (cs == 1 && (p + 1) * nr <= n) {
+            // A full panel of contiguous columns: whole rows, no per-column bounds.
+            for (size_t kk = 0; kk < k; kk++) {
+                const float *src = b + kk * ldb + p * nr;
+                float *out = packed + (p * k + kk) * nr;
+                for (size_t j = 0; j < nr; j++) out[j] = src[j];
+            }
+            continue;
+        }
         for (size_t kk = 0; kk < k; kk++) {
             float *out = packed + (p * k + kk) * nr;
             for (size_t j = 0; j < nr; j++) {
@@ -130,6 +135,7 @@ size_t kiln_f32_gemm_scratch_bytes(const kiln_packed_b *b) {
     return b->kind == KILN_B_F32 && b->ldb == 0 ? 0 : b->k * b->nr * sizeof(float);
 }
 
+
 typedef float kiln_v8r __attribute__((vector_size(32)));
 typedef float kiln_v8ru __attribute__((vector_size(32), aligned(4)));
 
@@ -156,24 +162,26 @@ static inline __attribute__((always_inline)) void kiln_gemm_row(size_t nr, size_
     }
 }
 
-// The driver: panels outer, row tiles inner, the epilogue on each tile while it is in cache. Built
-// once per ISA so the epilogue runs in the same instruction set as the microkernel.
+// The driver: panels outer, row tiles inner, the epilogue applied by the microkernel before it
+// stores. Built once per ISA so the single-row path and the panel copy use that instruction set.
 static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b *b,
                                                                  const float *a, size_t lda, float *c, size_t ldc, size_t m_begin,
                                                                  size_t m_end, size_t p_begin, size_t p_end,
                                                                  const kiln_epilogue *epilogue, float *scratch) {
     const size_t k = b->k, nr = b->nr;
     const int apply = epilogue && (epilogue->bias || epilogue->row_bias || epilogue->activation != KILN_UNARY_NONE);
+    // An unpacked B is read in place when few row tiles reuse each panel; otherwise each panel is
+    // first copied into scratch (a contiguous block that stays in L1 across the row tiles).
+    const int copy_panels = scratch && (m_end - m_begin + mr - 1) / mr >= 4;
     for (size_t p = p_begin; p < p_end; p++) {
         const float *panel;
         size_t ldb = nr;
         if (b->kind == KILN_B_F32 && b->ldb) {
-            // Unpacked B: full panels are read in place; the last, partial one is copied zero-padded.
-            if ((p + 1) * nr <= b->n) {
+            if ((p + 1) * nr <= b->n && !copy_panels) {
                 panel = (const float *)b->data + p * nr;
                 ldb = b->ldb;
             } else {
-                kiln_f32_pack_b(k, b->n - p * nr, nr, (const float *)b->data + p * nr, b->ldb, 1, scratch);
+                kiln_f32_pack_b(k, b->n - p * nr < nr ? b->n - p * nr : nr, nr, (const float *)b->data + p * nr, b->ldb, 1, scratch);
                 panel = scratch;
             }
         } else if (b->kind == KILN_B_F32) {
@@ -187,13 +195,21 @@ static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_u
         for (size_t m = m_begin; m < m_end; m += mr) {
             const size_t rows = m_end - m < mr ? m_end - m : mr;
             float *tile = c + m * ldc + n0;
-            if (rows == 1 && nc == nr && (nr == 16 || nr == 32))
-                kiln_gemm_row(nr, k, a + m * lda, panel, ldb, tile); // a microkernel would compute mr copies of the row
-            else
-                ukernel(rows, nc, k, a + m * lda, lda, panel, ldb, tile, ldc);
-            if (apply)
-                kiln_tile_epilogue(rows, nc, tile, ldc, epilogue->bias ? epilogue->bias + n0 : NULL,
-                                   epilogue->row_bias ? epilogue->row_bias + m : NULL, epilogue);
+            const float *at = lda ? a + m * lda : a + m * k;
+            kiln_tile_args t;
+            if (apply) {
+                t.col_bias = epilogue->bias ? epilogue->bias + n0 : NULL;
+                t.row_bias = epilogue->row_bias ? epilogue->row_bias + m : NULL;
+                t.activation = epilogue->activation;
+                t.alpha = epilogue->alpha;
+                t.beta = epilogue->beta;
+            }
+            if (rows == 1 && lda && nc == nr && (nr == 16 || nr == 32)) {
+                kiln_gemm_row(nr, k, at, panel, ldb, tile); // a microkernel would compute mr copies of the row
+                if (apply) kiln_tile_args_apply(1, nc, tile, ldc, &t);
+            } else {
+                ukernel(rows, nc, k, at, lda, panel, ldb, tile, ldc, apply ? &t : NULL);
+            }
         }
     }
 }
@@ -253,6 +269,62 @@ void kiln_f32_gemm_narrow(size_t m, size_t n, size_t k, const float *a, size_t l
     if (kiln_cpu_features() & KILN_CPU_X86_V3) { kiln_gemm_narrow_avx2(m, n, k, a, lda, bt, c, ldc, e); return; }
 #endif
     kiln_gemm_narrow_scalar(m, n, k, a, lda, bt, c, ldc, e);
+}
+
+// C[m x n] = A · B for n ≤ 4 columns with A packed in row tiles of MR (as `kiln_f32_gemm` with
+// lda == 0): each tile streams its K x MR block once for all columns, two steps of k at a time
+// into separate accumulators so the adds do not wait on each other.
+static inline __attribute__((always_inline)) void kiln_narrow_packed_tiles(const size_t MR, size_t m, size_t n, size_t k,
+                                                                           const float *a, const float *bt, float *c, size_t ldc) {
+    for (size_t t = 0; t * MR < m; t++) {
+        const float *at = a + t * k * MR;
+        float acc[2][4][KILN_MAX_MR] = {{{0}}};
+        size_t p = 0;
+        for (; p + 2 <= k; p += 2) {
+            for (size_t j = 0; j < n; j++) {
+                const float b0 = bt[j * k + p], b1 = bt[j * k + p + 1];
+                for (size_t i = 0; i < MR; i++) {
+                    acc[0][j][i] += at[p * MR + i] * b0;
+                    acc[1][j][i] += at[(p + 1) * MR + i] * b1;
+                }
+            }
+        }
+        for (; p < k; p++)
+            for (size_t j = 0; j < n; j++)
+                for (size_t i = 0; i < MR; i++) acc[0][j][i] += at[p * MR + i] * bt[j * k + p];
+        const size_t rows = m - t * MR < MR ? m - t * MR : MR;
+        for (size_t i = 0; i < rows; i++)
+            for (size_t j = 0; j < n; j++) c[(t * MR + i) * ldc + j] = acc[0][j][i] + acc[1][j][i];
+    }
+}
+
+static inline __attribute__((always_inline)) void kiln_narrow_packed_body(size_t mr, size_t m, size_t n, size_t k, const float *a,
+                                                                          const float *bt, float *c, size_t ldc,
+                                                                          const kiln_epilogue *e) {
+    switch (mr) {
+    case 8: kiln_narrow_packed_tiles(8, m, n, k, a, bt, c, ldc); break;
+    case 6: kiln_narrow_packed_tiles(6, m, n, k, a, bt, c, ldc); break;
+    case 4: kiln_narrow_packed_tiles(4, m, n, k, a, bt, c, ldc); break;
+    default: kiln_narrow_packed_tiles(mr, m, n, k, a, bt, c, ldc); break;
+    }
+    if (e) kiln_tile_epilogue(m, n, c, ldc, e->bias, e->row_bias, e);
+}
+
+static void kiln_narrow_packed_scalar(size_t mr, size_t m, size_t n, size_t k, const float *a, const float *bt, float *c, size_t ldc,
+                                      const kiln_epilogue *e) { kiln_narrow_packed_body(mr, m, n, k, a, bt, c, ldc, e); }
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma")))
+static void kiln_narrow_packed_avx2(size_t mr, size_t m, size_t n, size_t k, const float *a, const float *bt, float *c, size_t ldc,
+                                    const kiln_epilogue *e) { kiln_narrow_packed_body(mr, m, n, k, a, bt, c, ldc, e); }
+#endif
+
+void kiln_f32_gemm_narrow_packed(size_t mr, size_t m, size_t n, size_t k, const float *a, const float *bt, float *c, size_t ldc,
+                                 const kiln_epilogue *e) {
+    if (n > 4 || mr > KILN_MAX_MR || mr == 0) return;
+#if defined(__x86_64__)
+    if (kiln_cpu_features() & KILN_CPU_X86_V3) { kiln_narrow_packed_avx2(mr, m, n, k, a, bt, c, ldc, e); return; }
+#endif
+    kiln_narrow_packed_scalar(mr, m, n, k, a, bt, c, ldc, e);
 }
 
 void kiln_f32_gemm(KILN_GEMM_DRIVER_ARGS) {

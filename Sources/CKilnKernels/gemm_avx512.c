@@ -1,60 +1,127 @@
 // AVX-512 GEMM microkernel: 8 rows x 32 columns (two ZMM registers per row, 16 accumulators),
-// so each step of k issues 16 FMAs for 2 panel loads and 8 broadcasts.
+// so each step of k issues 16 FMAs for 2 panel loads and 8 broadcasts. Bias and the common
+// activations are applied to the accumulators before the only store.
 #if defined(__x86_64__)
 #include "kiln_kernels.h"
+#include "kiln_unary.h"
 
 #include <immintrin.h>
 
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
-void kiln_f32_gemm_8x32__avx512(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b,
-                                size_t ldb, float *c, size_t ldc) {
-    // Rows past `mr` read the last valid row and are never stored.
-    const float *r0 = a;
-    const float *r1 = mr > 1 ? r0 + lda : r0;
-    const float *r2 = mr > 2 ? r1 + lda : r1;
-    const float *r3 = mr > 3 ? r2 + lda : r2;
-    const float *r4 = mr > 4 ? r3 + lda : r3;
-    const float *r5 = mr > 5 ? r4 + lda : r4;
-    const float *r6 = mr > 6 ? r5 + lda : r5;
-    const float *r7 = mr > 7 ? r6 + lda : r6;
-    __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
-    __m512 c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps(), c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps();
-    __m512 c40 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps(), c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps();
-    __m512 c60 = _mm512_setzero_ps(), c61 = _mm512_setzero_ps(), c70 = _mm512_setzero_ps(), c71 = _mm512_setzero_ps();
-    for (size_t p = 0; p < k; p++) {
-        const __m512 b0 = _mm512_loadu_ps(b + p * ldb), b1 = _mm512_loadu_ps(b + p * ldb + 16);
-        __m512 v = _mm512_set1_ps(r0[p]);
-        c00 = _mm512_fmadd_ps(v, b0, c00); c01 = _mm512_fmadd_ps(v, b1, c01);
-        v = _mm512_set1_ps(r1[p]);
-        c10 = _mm512_fmadd_ps(v, b0, c10); c11 = _mm512_fmadd_ps(v, b1, c11);
-        v = _mm512_set1_ps(r2[p]);
-        c20 = _mm512_fmadd_ps(v, b0, c20); c21 = _mm512_fmadd_ps(v, b1, c21);
-        v = _mm512_set1_ps(r3[p]);
-        c30 = _mm512_fmadd_ps(v, b0, c30); c31 = _mm512_fmadd_ps(v, b1, c31);
-        v = _mm512_set1_ps(r4[p]);
-        c40 = _mm512_fmadd_ps(v, b0, c40); c41 = _mm512_fmadd_ps(v, b1, c41);
-        v = _mm512_set1_ps(r5[p]);
-        c50 = _mm512_fmadd_ps(v, b0, c50); c51 = _mm512_fmadd_ps(v, b1, c51);
-        v = _mm512_set1_ps(r6[p]);
-        c60 = _mm512_fmadd_ps(v, b0, c60); c61 = _mm512_fmadd_ps(v, b1, c61);
-        v = _mm512_set1_ps(r7[p]);
-        c70 = _mm512_fmadd_ps(v, b0, c70); c71 = _mm512_fmadd_ps(v, b1, c71);
+#define KILN_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+
+// The activation of `op` on 8 rows of two vectors, NaN handled as in the scalar forms (max/min
+// return their second operand when either is NaN: relu and clip keep a NaN, the clamp of the
+// hard sigmoid maps it to 1 as fminf/fmaxf do).
+KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_activate_8x32(__m512 lo[8], __m512 hi[8],
+                                                                                    const kiln_tile_args *t) {
+    const __m512 zero = _mm512_setzero_ps();
+    switch (t->activation) {
+    case KILN_UNARY_RELU:
+        for (int i = 0; i < 8; i++) { lo[i] = _mm512_max_ps(zero, lo[i]); hi[i] = _mm512_max_ps(zero, hi[i]); }
+        return;
+    case KILN_UNARY_HARD_SWISH: {
+        const __m512 one = _mm512_set1_ps(1.0f), sixth = _mm512_set1_ps(1.0f / 6.0f), half = _mm512_set1_ps(0.5f);
+        for (int i = 0; i < 8; i++) {
+            __m512 g = _mm512_max_ps(_mm512_min_ps(_mm512_fmadd_ps(lo[i], sixth, half), one), zero);
+            lo[i] = _mm512_mul_ps(lo[i], g);
+            g = _mm512_max_ps(_mm512_min_ps(_mm512_fmadd_ps(hi[i], sixth, half), one), zero);
+            hi[i] = _mm512_mul_ps(hi[i], g);
+        }
+        return;
+    }
+    case KILN_UNARY_HARD_SIGMOID: {
+        const __m512 one = _mm512_set1_ps(1.0f), a = _mm512_set1_ps(t->alpha), b = _mm512_set1_ps(t->beta);
+        for (int i = 0; i < 8; i++) {
+            lo[i] = _mm512_max_ps(_mm512_min_ps(_mm512_fmadd_ps(a, lo[i], b), one), zero);
+            hi[i] = _mm512_max_ps(_mm512_min_ps(_mm512_fmadd_ps(a, hi[i], b), one), zero);
+        }
+        return;
+    }
+    case KILN_UNARY_CLIP: {
+        const __m512 a = _mm512_set1_ps(t->alpha), b = _mm512_set1_ps(t->beta);
+        for (int i = 0; i < 8; i++) {
+            lo[i] = _mm512_min_ps(b, _mm512_max_ps(a, lo[i]));
+            hi[i] = _mm512_min_ps(b, _mm512_max_ps(a, hi[i]));
+        }
+        return;
+    }
+    case KILN_UNARY_LEAKY_RELU: {
+        const __m512 a = _mm512_set1_ps(t->alpha);
+        for (int i = 0; i < 8; i++) {
+            lo[i] = _mm512_mask_mul_ps(lo[i], _mm512_cmp_ps_mask(lo[i], zero, _CMP_LT_OQ), lo[i], a);
+            hi[i] = _mm512_mask_mul_ps(hi[i], _mm512_cmp_ps_mask(hi[i], zero, _CMP_LT_OQ), hi[i], a);
+        }
+        return;
+    }
+    default:
+        return;
+    }
+}
+
+KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8x32_body(size_t mr, size_t nc, size_t k,
+                                                                                     const float *a, size_t lda, const float *b,
+                                                                                     size_t ldb, float *c, size_t ldc,
+                                                                                     const kiln_tile_args *t, const int packed) {
+    __m512 lo[8], hi[8];
+    for (int i = 0; i < 8; i++) lo[i] = hi[i] = _mm512_setzero_ps();
+    if (packed) {
+        // Eight rows interleaved per step of k: one stream of broadcasts.
+        for (size_t p = 0; p < k; p++) {
+            const __m512 b0 = _mm512_loadu_ps(b + p * ldb), b1 = _mm512_loadu_ps(b + p * ldb + 16);
+            const float *ap = a + p * 8;
+            for (int i = 0; i < 8; i++) {
+                const __m512 v = _mm512_set1_ps(ap[i]);
+                lo[i] = _mm512_fmadd_ps(v, b0, lo[i]);
+                hi[i] = _mm512_fmadd_ps(v, b1, hi[i]);
+            }
+        }
+    } else {
+        // Rows past `mr` read the last valid row and are never stored.
+        const float *r[8];
+        r[0] = a;
+        for (int i = 1; i < 8; i++) r[i] = (size_t)i < mr ? r[i - 1] + lda : r[i - 1];
+        for (size_t p = 0; p < k; p++) {
+            const __m512 b0 = _mm512_loadu_ps(b + p * ldb), b1 = _mm512_loadu_ps(b + p * ldb + 16);
+            for (int i = 0; i < 8; i++) {
+                const __m512 v = _mm512_set1_ps(r[i][p]);
+                lo[i] = _mm512_fmadd_ps(v, b0, lo[i]);
+                hi[i] = _mm512_fmadd_ps(v, b1, hi[i]);
+            }
+        }
     }
     const __mmask16 m0 = (__mmask16)(nc >= 16 ? 0xffffu : (1u << nc) - 1u);
     const __mmask16 m1 = (__mmask16)(nc >= 32 ? 0xffffu : nc > 16 ? (1u << (nc - 16)) - 1u : 0u);
-    const __m512 lo[8] = {c00, c10, c20, c30, c40, c50, c60, c70};
-    const __m512 hi[8] = {c01, c11, c21, c31, c41, c51, c61, c71};
+    const int registers = t && kiln_unary_in_registers(t);
+    if (registers) {
+        if (t->col_bias) {
+            const __m512 cb0 = _mm512_maskz_loadu_ps(m0, t->col_bias), cb1 = _mm512_maskz_loadu_ps(m1, t->col_bias + 16);
+            for (int i = 0; i < 8; i++) { lo[i] = _mm512_add_ps(lo[i], cb0); hi[i] = _mm512_add_ps(hi[i], cb1); }
+        }
+        if (t->row_bias) {
+            for (int i = 0; i < 8; i++) {
+                const __m512 rb = _mm512_set1_ps(t->row_bias[(size_t)i < mr ? i : 0]);
+                lo[i] = _mm512_add_ps(lo[i], rb);
+                hi[i] = _mm512_add_ps(hi[i], rb);
+            }
+        }
+        kiln_activate_8x32(lo, hi, t);
+    }
     if (nc == 32) {
-        // Full panels use plain stores: a masked store cannot forward to the epilogue's loads.
         for (size_t i = 0; i < mr; i++) {
             _mm512_storeu_ps(c + i * ldc, lo[i]);
             _mm512_storeu_ps(c + i * ldc + 16, hi[i]);
         }
-        return;
+    } else {
+        for (size_t i = 0; i < mr; i++) {
+            _mm512_mask_storeu_ps(c + i * ldc, m0, lo[i]);
+            _mm512_mask_storeu_ps(c + i * ldc + 16, m1, hi[i]);
+        }
     }
-    for (size_t i = 0; i < mr; i++) {
-        _mm512_mask_storeu_ps(c + i * ldc, m0, lo[i]);
-        _mm512_mask_storeu_ps(c + i * ldc + 16, m1, hi[i]);
-    }
+    if (t && !registers) kiln_tile_args_apply(mr, nc, c, ldc, t);
+}
+
+KILN_TARGET_AVX512 void kiln_f32_gemm_8x32__avx512(KILN_UKERNEL_PARAMS) {
+    if (lda == 0) kiln_gemm_8x32_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 1);
+    else kiln_gemm_8x32_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 0);
 }
 #endif

@@ -46,7 +46,9 @@ public struct Architecture: Sendable, Hashable, CustomStringConvertible {
     public func kernel(_ family: KernelFamily) -> KernelID {
         if family == .reference { return .reference }
         if family.isTiled { return KernelID(family: family, tile: gemm.tile, isa: gemm.isa) }
-        return KernelID(family: family, isa: family.isas.contains(vectorISA) ? vectorISA : .scalar)
+        // The widest ISA the family is built for: the GEMM's (AVX-512 on v4) where it has it, else the vector ISA.
+        let isa = [gemm.isa, vectorISA].first { $0 != .scalar && family.isas.contains($0) } ?? .scalar
+        return KernelID(family: family, isa: isa)
     }
 
     static let x86Tile = GEMMTile(mr: 4, nr: 8), avx2Tile = GEMMTile(mr: 6, nr: 16), avx512Tile = GEMMTile(mr: 8, nr: 32)

@@ -90,6 +90,28 @@ enum WeightPacking {
             blob(panelOrder({ values[o.flat($0, $1)] }, pad: Float(0)), .float32, [panels, o.k, nr])))
     }
 
+    /// Packs a dense convolution weight [M, C/g, kh, kw] as the GEMM's A operand, per group, in
+    /// tiles of `mr` output channels: blob [groups, tiles, K, mr] with K = C/g·kh·kw, element
+    /// (row i of tile t, step p) at [g][t][p][i], rows past the group's last zero. The weight keeps
+    /// its logical shape; the microkernel reads one contiguous stream per tile.
+    static func packRows(_ w: Weight, name: String, groups: Int, mr: Int) throws -> Weight {
+        let dense = try WeightDecoding.dense(w)
+        guard dense.scalarType == .float32, w.shape.count == 4, groups >= 1, w.shape[0] % groups == 0 else {
+            throw CompileError("weight '\(w.name)' is not a float32 [M, C/g, kh, kw] convolution weight for \(groups) groups")
+        }
+        let values = dense.scalars(as: Float.self)
+        let m = w.shape[0] / groups, k = w.shape[1] * w.shape[2] * w.shape[3]
+        let tiles = (m + mr - 1) / mr
+        var out = [Float](repeating: 0, count: groups * tiles * k * mr)
+        for g in 0 ..< groups { for row in 0 ..< m {
+            let (t, i) = row.quotientAndRemainder(dividingBy: mr)
+            let src = (g * m + row) * k, dst = (g * tiles + t) * k * mr + i
+            for p in 0 ..< k { out[dst + p * mr] = values[src + p] }
+        } }
+        let blob = WeightBlob(dtype: .float32, shape: [groups, tiles, k, mr], data: ByteStorage(out.withUnsafeBytes { Array($0) }))
+        return Weight(name: name, dtype: .float32, shape: w.shape, encoding: .dense(blob))
+    }
+
     /// The K block size when the block of (k, n) depends only on (k / size, n); nil otherwise.
     static func kBlock(_ o: Orientation, _ block: (Int) -> Int) -> Int? {
         guard o.k > 0, o.n > 0 else { return nil }

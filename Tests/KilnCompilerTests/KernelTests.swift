@@ -52,10 +52,80 @@ final class KernelTests: XCTestCase {
                         var strided = [Float](repeating: .nan, count: k * ldb)
                         for p in 0 ..< k { for j in 0 ..< nr { strided[p * ldb + j] = j < n ? bm[p * n + j] : 0 } }
                         var tile = [Float](repeating: .nan, count: rows * cols)
-                        uk(rows, cols, k, a, k, strided, ldb, &tile, cols)
+                        uk(rows, cols, k, a, k, strided, ldb, &tile, cols, nil)
                         for i in 0 ..< rows { for j in 0 ..< cols where abs(tile[i * cols + j] - want[i * n + j]) > 1e-4 * Float(k) {
                             XCTFail("\(name) strided m=\(m) n=\(n) k=\(k): (\(i), \(j)) got \(tile[i * cols + j]) want \(want[i * n + j])")
                         } }
+                    }
+                }
+            }
+        }
+        XCTAssertGreaterThanOrEqual(tested, 2)
+    }
+
+    /// Every microkernel with A row-major and packed in row tiles (lda 0), with column and row bias
+    /// and each activation: those applied in registers and those applied to the stored tile agree
+    /// with the plain GEMM followed by the scalar epilogue, NaN rows included; the narrow path for
+    /// packed A agrees too.
+    func testMicrokernelEpiloguesAndPackedA() throws {
+        let activations: [(Int32, Float, Float)] = [
+            (Int32(KILN_UNARY_NONE), 0, 0), (Int32(KILN_UNARY_RELU), 0, 0), (Int32(KILN_UNARY_HARD_SWISH), 0, 0),
+            (Int32(KILN_UNARY_HARD_SIGMOID), 0.2, 0.5), (Int32(KILN_UNARY_CLIP), -0.5, 0.75), (Int32(KILN_UNARY_CLIP), 1, -1),
+            (Int32(KILN_UNARY_LEAKY_RELU), 0.1, 0), (Int32(KILN_UNARY_GELU), 0, 0), (Int32(KILN_UNARY_SIGMOID), 0, 0),
+        ]
+        var tested = 0
+        for name in ["f32_gemm_4x8__scalar", "f32_gemm_4x16__scalar", "f32_gemm_6x16__avx2", "f32_gemm_8x32__avx512", "f32_gemm_4x8__neon"] {
+            var mr = 0, nr = 0
+            guard let uk = name.withCString({ kiln_f32_gemm_ukernel_named($0, &mr, &nr) }) else {
+                print("skipped: \(name) (this CPU lacks its ISA)")
+                continue
+            }
+            tested += 1
+            var rng = Rng(state: 7)
+            for (m, n, k) in [(1, 1, 1), (mr - 1, nr - 1, 5), (mr, nr, 17), (2 * mr + 3, 2 * nr + 5, 64), (3, 3, 300)] where m > 0 {
+                var a = (0 ..< m * k).map { _ in rng.next() }
+                if m > 2 { a[2 * k] = .nan } // row 2 is NaN throughout
+                let bm = (0 ..< k * n).map { _ in rng.next() }
+                let colBias = (0 ..< n).map { _ in rng.next() }, rowBias = (0 ..< m).map { _ in rng.next() }
+                let tiles = (m + mr - 1) / mr, panels = (n + nr - 1) / nr
+                var packedA = [Float](repeating: 0, count: tiles * k * mr)
+                for i in 0 ..< m { for p in 0 ..< k { packedA[(i / mr) * k * mr + p * mr + i % mr] = a[i * k + p] } }
+                var packedB = [Float](repeating: 0, count: panels * k * nr)
+                kiln_f32_pack_b(k, n, nr, bm, n, 1, &packedB)
+                let plain = reference(m, n, k, a, bm)
+                for (code, alpha, beta) in activations {
+                    var want = plain
+                    for i in 0 ..< m { for j in 0 ..< n { want[i * n + j] = (want[i * n + j] + colBias[j]) + rowBias[i] } }
+                    var e = kiln_epilogue()
+                    e.activation = code; e.alpha = alpha; e.beta = beta
+                    kiln_f32_epilogue(m, n, &want, n, nil, &e)
+                    for (label, lda, aOperand) in [("row-major", k, a), ("packed", 0, packedA)] {
+                        var c = [Float](repeating: .nan, count: m * n)
+                        colBias.withUnsafeBufferPointer { cb in rowBias.withUnsafeBufferPointer { rb in packedB.withUnsafeBufferPointer { pb in
+                            var b = kiln_packed_b()
+                            b.kind = Int32(KILN_B_F32); b.k = k; b.n = n; b.nr = nr; b.data = UnsafeRawPointer(pb.baseAddress!)
+                            var ep = e
+                            ep.bias = cb.baseAddress; ep.row_bias = rb.baseAddress
+                            kiln_f32_gemm(uk, mr, &b, aOperand, lda, &c, n, 0, m, 0, panels, &ep, nil)
+                        } } }
+                        for i in 0 ..< m * n where !(abs(c[i] - want[i]) <= 1e-4 * Float(k) || c[i].isNaN && want[i].isNaN) {
+                            XCTFail("\(name) \(label) activation \(code) (\(alpha), \(beta)) m=\(m) n=\(n) k=\(k): index \(i) got \(c[i]) want \(want[i])")
+                            break
+                        }
+                    }
+                    guard n <= 4 else { continue }
+                    // The narrow path over packed A: B transposed, the row bias from row 0.
+                    var bt = [Float](repeating: 0, count: n * k)
+                    for p in 0 ..< k { for j in 0 ..< n { bt[j * k + p] = bm[p * n + j] } }
+                    var c = [Float](repeating: .nan, count: m * n)
+                    colBias.withUnsafeBufferPointer { cb in rowBias.withUnsafeBufferPointer { rb in
+                        var ep = e
+                        ep.bias = cb.baseAddress; ep.row_bias = rb.baseAddress
+                        kiln_f32_gemm_narrow_packed(mr, m, n, k, packedA, bt, &c, n, &ep)
+                    } }
+                    for i in 0 ..< m * n where !(abs(c[i] - want[i]) <= 1e-4 * Float(k) || c[i].isNaN && want[i].isNaN) {
+                        XCTFail("narrow packed mr \(mr) activation \(code) m=\(m) n=\(n) k=\(k): index \(i) got \(c[i]) want \(want[i])")
+                        break
                     }
                 }
             }

@@ -93,19 +93,22 @@ final class LoaderTests: XCTestCase {
         try Data(bytes).write(to: URL(fileURLWithPath: path))
     }
 
-    /// An artifact of format 1 (kernel names before the catalog) is refused with the reason.
+    /// An artifact of an older format (kernel names before the catalog, convolution weights before row tiles) is refused with the reason.
     func testFormatBeforeTheKernelCatalogIsRefused() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         guard let host = Architecture.host else { throw XCTSkip("no runnable arch") }
         try compile(host.name, into: dir)
         let path = "\(dir)/TinyClassifier.\(host.name).compiled"
-        try claimFormatVersion(1, of: path)
-        do {
-            _ = try await Model.load(contentsOf: URL(fileURLWithPath: path))
-            XCTFail("a format-1 artifact loaded")
-        } catch {
-            XCTAssertTrue("\(error)".contains("predates this runtime's kernel catalog"), "\(error)")
+        for old in [1, 2] {
+            try claimFormatVersion(old, of: path)
+            do {
+                _ = try await Model.load(contentsOf: URL(fileURLWithPath: path))
+                XCTFail("a format-\(old) artifact loaded")
+            } catch {
+                XCTAssertTrue("\(error)".contains("is older than this runtime's kernels and weight layouts"), "\(error)")
+                XCTAssertTrue("\(error)".contains("compile the package again"), "\(error)")
+            }
         }
     }
 

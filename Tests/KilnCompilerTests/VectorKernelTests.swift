@@ -13,7 +13,7 @@ final class VectorKernelTests: XCTestCase {
 
     /// The variants to compare with scalar: every ISA the families are built for beyond scalar.
     func variants(_ family: KernelFamily) -> [ISA] {
-        family.isas.filter { $0 != .scalar && $0 != .avx512 && $0 != .neon }.filter { isa in
+        family.isas.filter { $0 != .scalar && $0 != .neon }.filter { isa in
             if isa.isRunnableOnHost { return true }
             print("skipped: \(family.rawValue)__\(isa.rawValue) (this CPU lacks \(isa.rawValue))")
             return false
@@ -118,8 +118,13 @@ final class VectorKernelTests: XCTestCase {
         }
     }
 
+    /// Depthwise shapes beyond the pooling windows: widths around 16 and 32 lanes, 5×5 and 7×7 taps,
+    /// stride 2 with odd sizes, padding wider than the plane, a plane too wide for the zero row.
+    static let depthwiseWindows = [(3, 16, 16, 3, 1, 1, 1), (2, 17, 33, 5, 1, 1, 2), (2, 14, 14, 5, 2, 1, 2), (1, 7, 7, 7, 1, 1, 3),
+                                   (2, 31, 47, 3, 2, 1, 1), (1, 3, 2, 5, 1, 1, 3), (1, 2, 4100, 3, 1, 1, 1), (2, 12, 12, 3, 1, 3, 3)]
+
     func testDepthwiseVariants() {
-        let shapes = Self.windows
+        let shapes = Self.windows + Self.depthwiseWindows
         for isa in variants(.depthwise) {
             let (scalar, vector) = (DepthwiseStep.variant(.scalar), DepthwiseStep.variant(isa))
             for (c, h, w, k, s, d, p) in shapes {
@@ -138,6 +143,22 @@ final class VectorKernelTests: XCTestCase {
                 }
                 assertClose(b, a, "\(isa) depthwise \(c)x\(h)x\(w) k\(k) s\(s) d\(d)", tolerance: 1e-5)
                 assertClose(generic, a, "padded-plane vs general depthwise \(c)x\(h)x\(w) k\(k) s\(s) d\(d)", tolerance: 1e-5)
+            }
+        }
+    }
+
+    /// im2col straight into panels: the host's widest variant against the scalar one, strides 1–3,
+    /// padding, dilation, panels that cross output rows and end past the last pixel.
+    func testIm2colPackVariants() {
+        for (c, h, w, k, s, d, p) in Self.windows + Self.depthwiseWindows.filter({ $0.2 < 100 }) + [(3, 224, 224, 3, 2, 1, 1), (2, 9, 11, 3, 3, 1, 1)] {
+            let oh = (h + 2 * p - (k - 1) * d - 1) / s + 1, ow = (w + 2 * p - (k - 1) * d - 1) / s + 1
+            let x = values(c * h * w, 5)
+            for nr in [16, 32] {
+                let panels = (oh * ow + nr - 1) / nr, count = panels * c * k * k * nr
+                var a = [Float](repeating: .nan, count: count), b = a
+                kiln_f32_im2col_pack__scalar(c, h, w, x, k, k, s, s, d, d, p, p, oh, ow, nr, 0, panels, &a)
+                kiln_f32_im2col_pack(c, h, w, x, k, k, s, s, d, d, p, p, oh, ow, nr, 0, panels, &b)
+                XCTAssertEqual(a, b, "im2col pack \(c)x\(h)x\(w) k\(k) s\(s) d\(d) p\(p) nr \(nr)")
             }
         }
     }

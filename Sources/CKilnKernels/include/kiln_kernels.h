@@ -84,10 +84,22 @@ typedef struct kiln_epilogue {
     const float *row_bias; // per row (indexed by the absolute row of C), or NULL
 } kiln_epilogue;
 
-/// A microkernel: C[0..mr, 0..nc] = A[0..mr, 0..k] * B[0..k, 0..NR], B's rows `ldb` floats
-/// apart (NR for a packed panel); nc <= NR columns stored.
+/// What a microkernel applies to its accumulators before it stores them: bias per column
+/// (`col_bias`, from the tile's first column) and per row (`row_bias`, from its first row), in that
+/// order, then the activation (`KILN_UNARY_*`, 0 none; alpha and beta as in `kiln_epilogue`).
+typedef struct kiln_tile_args {
+    const float *col_bias;
+    const float *row_bias;
+    int activation;
+    float alpha, beta;
+} kiln_tile_args;
+
+/// A microkernel: C[0..mr, 0..nc] = epilogue(A[0..mr, 0..k] * B[0..k, 0..NR]), B's rows `ldb`
+/// floats apart (NR for a packed panel); nc <= NR columns stored. A is row-major with row stride
+/// `lda`, or, when lda == 0, packed: element (i, p) at a[p * MR + i] for the kernel's MR rows (rows
+/// past mr zero). `t` is NULL for no epilogue.
 typedef void (*kiln_f32_gemm_ukernel)(size_t mr, size_t nc, size_t k, const float *a, size_t lda,
-                                      const float *b, size_t ldb, float *c, size_t ldc);
+                                      const float *b, size_t ldb, float *c, size_t ldc, const kiln_tile_args *t);
 
 /// The GEMM microkernels: name, rows, panel width, required feature bit.
 #define KILN_F32_GEMM_UKERNELS_X86(X) \
@@ -96,17 +108,17 @@ typedef void (*kiln_f32_gemm_ukernel)(size_t mr, size_t nc, size_t k, const floa
 #define KILN_F32_GEMM_UKERNELS_ARM(X) \
     X(f32_gemm_4x8__neon, 4, 8, KILN_CPU_NEON)
 
-void kiln_f32_gemm_4x8__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb, float *c, size_t ldc);
-void kiln_f32_gemm_4x16__scalar(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb, float *c, size_t ldc);
+#define KILN_UKERNEL_PARAMS size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb, float *c, \
+    size_t ldc, const kiln_tile_args *t
+void kiln_f32_gemm_4x8__scalar(KILN_UKERNEL_PARAMS);
+void kiln_f32_gemm_4x16__scalar(KILN_UKERNEL_PARAMS);
 #if defined(__x86_64__)
-#define KILN_DECLARE_UKERNEL(name, mr, nr, feature) \
-    void kiln_##name(size_t m, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb, float *c, size_t ldc);
+#define KILN_DECLARE_UKERNEL(name, mr, nr, feature) void kiln_##name(KILN_UKERNEL_PARAMS);
 KILN_F32_GEMM_UKERNELS_X86(KILN_DECLARE_UKERNEL)
 #undef KILN_DECLARE_UKERNEL
 #endif
 #if defined(__aarch64__)
-#define KILN_DECLARE_UKERNEL(name, mr, nr, feature) \
-    void kiln_##name(size_t m, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb, float *c, size_t ldc);
+#define KILN_DECLARE_UKERNEL(name, mr, nr, feature) void kiln_##name(KILN_UKERNEL_PARAMS);
 KILN_F32_GEMM_UKERNELS_ARM(KILN_DECLARE_UKERNEL)
 #undef KILN_DECLARE_UKERNEL
 #endif
@@ -118,8 +130,9 @@ kiln_f32_gemm_ukernel kiln_f32_gemm_ukernel_named(const char *name, size_t *mr, 
 /// Bytes of scratch one `kiln_f32_gemm` call needs (decoded panel for compressed B).
 size_t kiln_f32_gemm_scratch_bytes(const kiln_packed_b *b);
 
-/// C[m_begin..m_end, panels p_begin..p_end] = epilogue(A * B). A is M x K row-major (lda),
-/// C row-major (ldc). `scratch` holds `kiln_f32_gemm_scratch_bytes` bytes (may be NULL for f32 B).
+/// C[m_begin..m_end, panels p_begin..p_end] = epilogue(A * B). A is M x K row-major (lda), or,
+/// when lda == 0, packed in tiles of mr rows (tile t at a + t * K * mr, element (i, p) of it at
+/// [p * mr + i], the last tile zero-padded; m_begin a multiple of mr). C row-major (ldc). `scratch` holds `kiln_f32_gemm_scratch_bytes` bytes (may be NULL for f32 B).
 void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b *b,
                    const float *a, size_t lda, float *c, size_t ldc,
                    size_t m_begin, size_t m_end, size_t p_begin, size_t p_end,
@@ -129,6 +142,11 @@ void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b
 /// of k floats): dot products along k. The epilogue's bias is per column, `row_bias` per row.
 void kiln_f32_gemm_narrow(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *bt, float *c, size_t ldc,
                           const kiln_epilogue *e);
+
+/// As `kiln_f32_gemm_narrow` (n ≤ 4 columns, `bt` B transposed) with A packed in row tiles of
+/// `mr` ≤ 8 (the layout of `kiln_f32_gemm` with lda == 0). The epilogue's `row_bias` starts at row 0.
+void kiln_f32_gemm_narrow_packed(size_t mr, size_t m, size_t n, size_t k, const float *a, const float *bt, float *c, size_t ldc,
+                                 const kiln_epilogue *e);
 
 /// im2col for one image in CHW layout as rows: row (c, ky, kx), one column per output pixel.
 void kiln_f32_im2col_rows__scalar(size_t channels, size_t h, size_t w, const float *x,
@@ -140,6 +158,16 @@ void kiln_f32_im2col_rows__scalar(size_t channels, size_t h, size_t w, const flo
 void kiln_f32_im2col_pack__scalar(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,
                                   size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr,
                                   size_t p_begin, size_t p_end, float *packed);
+
+#if defined(__x86_64__)
+void kiln_f32_im2col_pack__avx512(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,
+                                  size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr,
+                                  size_t p_begin, size_t p_end, float *packed);
+#endif
+/// `kiln_f32_im2col_pack__scalar` in the widest variant the host runs (AVX-512: vector runs for strides 1 and 2).
+void kiln_f32_im2col_pack(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh, size_t sw,
+                          size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr, size_t p_begin,
+                          size_t p_end, float *packed);
 
 /// Packs a row-major K x N float matrix (row stride ldb, column stride cs) into panels of nr.
 void kiln_f32_pack_b(size_t k, size_t n, size_t nr, const float *b, size_t ldb, size_t cs, float *packed);
@@ -245,6 +273,12 @@ void kiln_f32_dwconv2d__avx2(size_t channels, size_t h, size_t w, const float *x
                              size_t kh, size_t kw, const float *weight,
                              size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
                              size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch);
+/// The AVX-512 variant reads the planes in place (masked loads for the padding) and needs no scratch
+/// for strides 1 and 2.
+void kiln_f32_dwconv2d__avx512(size_t channels, size_t h, size_t w, const float *x,
+                               size_t kh, size_t kw, const float *weight,
+                               size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
+                               size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch);
 #endif
 /// Scratch floats the depthwise kernels need for one call.
 size_t kiln_f32_dwconv2d_scratch_floats(size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t oh, size_t ow);

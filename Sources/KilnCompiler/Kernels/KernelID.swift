@@ -121,7 +121,8 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     public var isas: [ISA] {
         switch self {
         case .gemm, .conv2d, .conv2dNCHW, .matmul, .convTranspose, .recurrent: return ISA.allCases
-        case .unary, .binary, .depthwise, .softmax, .layerNorm, .reduce, .pool2d: return [.scalar, .avx2]
+        case .depthwise: return [.scalar, .avx2, .avx512]
+        case .unary, .binary, .softmax, .layerNorm, .reduce, .pool2d: return [.scalar, .avx2]
         case .reference: return []
         default: return [.scalar]
         }

@@ -55,6 +55,22 @@ public struct Lowering: CompilerPass {
                     f.operations[i].inputs[1] = name
                 } else if family == .gemm || family == .conv2d {
                     family = .reference
+                } else if family == .conv2dNCHW, let w = unit.weight(op.inputs[1]) {
+                    // The weight is the GEMM's A: packed once, in row tiles of the arch's microkernel.
+                    let groups = (try? op.attributes.int("group", 1)) ?? 1, mr = arch.gemm.tile.mr
+                    let key = "\(w.name)|rows\(groups)|\(mr)"
+                    if let existing = packed[key] {
+                        f.operations[i].inputs[1] = existing
+                    } else {
+                        let name = unit.freshWeightName("\(w.name)@r\(mr)")
+                        do {
+                            unit.model.weights.append(try WeightPacking.packRows(w, name: name, groups: groups, mr: mr))
+                        } catch let e as CompileError {
+                            throw CompileError("op '\(op.name)': \(e.reason)")
+                        }
+                        packed[key] = name
+                        f.operations[i].inputs[1] = name
+                    }
                 }
                 kernels.append(arch.kernel(family))
             }

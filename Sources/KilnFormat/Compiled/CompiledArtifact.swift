@@ -69,15 +69,16 @@ public struct RuntimeVersion: Sendable, Comparable, CustomStringConvertible {
 /// Constants of the compiled-artifact layout.
 public enum CompiledFormat {
     /// The artifact format version this build writes and the newest it reads.
-    public static let currentVersion = 2
-    /// The oldest artifact format version this build reads (version 2 introduced the kernel catalog).
-    public static let oldestReadableVersion = 2
+    public static let currentVersion = 3
+    /// The oldest artifact format version this build reads (version 3 packs convolution weights in
+    /// row tiles; version 2 introduced the kernel catalog).
+    public static let oldestReadableVersion = 3
     /// The runtime version of this build.
-    public static let runtimeVersion = RuntimeVersion(0, 2)
-    /// The oldest runtime that can run what this compiler emits (the first with the kernel catalog).
-    public static let oldestCompatibleRuntime = RuntimeVersion(0, 2)
+    public static let runtimeVersion = RuntimeVersion(0, 3)
+    /// The oldest runtime that can run what this compiler emits (the first reading row-tiled convolution weights).
+    public static let oldestCompatibleRuntime = RuntimeVersion(0, 3)
     /// The compiler version of this build.
-    public static let compilerVersion = "0.2.0"
+    public static let compilerVersion = "0.3.0"
     /// The artifact file extension.
     public static let fileExtension = "compiled"
     static let magic: [UInt8] = Array("KILNART\0".utf8)
@@ -187,7 +188,7 @@ public struct CompiledArtifact: Sendable {
             throw PackageError(field: "header", reason: "artifact format version \(version) is newer than this runtime reads (\(CompiledFormat.currentVersion))")
         }
         guard version >= CompiledFormat.oldestReadableVersion else {
-            throw PackageError(field: "header", reason: "artifact format version \(version) predates this runtime's kernel catalog (it reads \(CompiledFormat.oldestReadableVersion)–\(CompiledFormat.currentVersion)); compile the package again")
+            throw PackageError(field: "header", reason: "artifact format version \(version) is older than this runtime's kernels and weight layouts (it reads \(CompiledFormat.oldestReadableVersion)–\(CompiledFormat.currentVersion)); compile the package again")
         }
         guard Int(bytes.loadLE(UInt32.self, at: 12)) == size else {
             throw PackageError(field: "header", reason: "unsupported format version \(version) or header size")

@@ -32,10 +32,15 @@ enum StepFactory {
                                   window: try OpSet.Window(op.attributes, kernel: shape.count == 2 ? shape : [1, 1]))
         case .conv2dNCHW:
             try expect(["conv"])
-            let w = try constant(1)
-            guard w.rank == 4, let uk = id.microkernel, let tile = id.tile else { throw OpError("needs a 4-D weight and this host's microkernel") }
-            return ConvNCHWStep(id: id, op: op, weight: w, epilogue: try epilogue(op), window: try OpSet.Window(op.attributes, kernel: Array(w.shape[2...])),
-                                ukernel: uk, tile: tile)
+            let (w, packed) = (try weight(1), try constant(1))
+            let groups = try op.attributes.int("group", 1)
+            guard w.shape.count == 4, let uk = id.microkernel, let tile = id.tile else { throw OpError("needs a 4-D weight and this host's microkernel") }
+            guard groups >= 1, w.shape[0] % groups == 0,
+                  packed.shape == [groups, (w.shape[0] / groups + tile.mr - 1) / tile.mr, w.shape[1] * w.shape[2] * w.shape[3], tile.mr] else {
+                throw OpError("weight '\(w.name)' is not packed in row tiles of \(tile.mr) for \(groups) groups (blob \(packed.shape)); compile the package again")
+            }
+            return ConvNCHWStep(id: id, op: op, weight: packed, weightShape: w.shape, epilogue: try epilogue(op),
+                                window: try OpSet.Window(op.attributes, kernel: Array(w.shape[2...])), ukernel: uk, tile: tile)
         case .matmul:
             try expect(["matmul"])
             guard let uk = id.microkernel, let tile = id.tile else { throw OpError("microkernel \(id) is not available") }

@@ -25,6 +25,7 @@ struct DepthwiseStep: StepKernel, @unchecked Sendable {
     /// The C variant of an ISA (`KILN_VECTOR_ISAS`).
     static func variant(_ isa: ISA) -> Kernel {
         #if arch(x86_64)
+        if isa == .avx512 { return kiln_f32_dwconv2d__avx512 }
         if isa == .avx2 { return kiln_f32_dwconv2d__avx2 }
         #endif
         return kiln_f32_dwconv2d__scalar

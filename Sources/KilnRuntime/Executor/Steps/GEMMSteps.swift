@@ -85,28 +85,37 @@ struct PackedConvStep: StepKernel, @unchecked Sendable {
     }
 }
 
-/// Dense `conv` in NCHW, any group count: per image and group the input (or, fused, its im2col
-/// rows) is packed into panels of output pixels, then each chunk of output channels sweeps every
-/// panel; bias and activation per output row.
+/// Dense `conv` in NCHW, any group count. The weight is the GEMM's A, packed at compile time in
+/// row tiles of the microkernel (`[groups, tiles, K, mr]`); B is the image itself for 1×1
+/// convolutions (each panel copied into L1 once when several row tiles reuse it) or its im2col
+/// rows packed into panels of output pixels. Bias and activation are applied by the microkernel
+/// before it stores; each thread takes a chunk of output channels.
 struct ConvNCHWStep: StepKernel, @unchecked Sendable {
     let id: KernelID
     let op: KilnFormat.Operation
+    /// The packed weight.
     let weight: NDArray
+    /// The weight's logical shape `[M, C/g, kh, kw]`.
+    let weightShape: [Int]
     let epilogue: kiln_epilogue
     let window: OpSet.Window
     let ukernel: kiln_f32_gemm_ukernel
     let tile: GEMMTile
 
-    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
+    /// `[N, M, oh, ow]` from the logical weight shape (the packed blob's shape is not a conv weight's).
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
+        guard let x = inputs.first ?? nil, x.shape.count == 4 else { return nil }
+        return [([x.shape[0], weightShape[0], window.outputSize(0, size: x.shape[2]), window.outputSize(1, size: x.shape[3])], .float32)]
+    }
 
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
         let group = try op.attributes.int("group", 1)
-        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, group >= 1, x.shape[1] == weight.shape[1] * group,
-              weight.shape[0] % group == 0 else {
-            throw OpError("needs a float32 NCHW input with \(weight.shape[1]) channels per group")
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, group >= 1, x.shape[1] == weightShape[1] * group,
+              weightShape[0] % group == 0 else {
+            throw OpError("needs a float32 NCHW input with \(weightShape[1]) channels per group")
         }
         let (batch, channels, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
-        let (outChannels, kh, kw) = (weight.shape[0], weight.shape[2], weight.shape[3])
+        let (outChannels, kh, kw) = (weightShape[0], weightShape[2], weightShape[3])
         let (c, m) = (channels / group, outChannels / group)
         let k = c * kh * kw
         let bias = inputs.count > 2 ? inputs[2] : nil
@@ -116,72 +125,62 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
         let pixels = oh * ow
         let y = outputs[0]
         let (mr, nr) = (tile.mr, tile.nr)
+        let tiles = (m + mr - 1) / mr
         let pointwise = kh == 1 && kw == 1 && window.strides == [1, 1] && pt == 0 && pl == 0 && oh == h && ow == w
         let panels = (pixels + nr - 1) / nr
         let small = m * pixels * k < 1 << 15
         let threads = context.threads
         let panelRanges = splitRanges(panels, parts: small ? 1 : threads)
         let rowChunks = splitRanges(m, parts: small ? 1 : max(threads, m / 64), align: mr)
-        // 1×1 convolutions read the image in place as B (a copy only of the last, partial panel per chunk);
-        // a few pixels (squeeze-excitation, 1×1 feature maps) take dot products instead of a panel.
+        // A few pixels (squeeze-excitation, 1×1 feature maps) take dot products instead of a panel.
         let narrow = pointwise && pixels <= 4
-        // Read in place only when few row tiles re-read each panel; otherwise one packing pass
-        // makes every later read sequential.
-        let inPlace = pointwise && m <= 4 * mr
-        context.scratch(narrow ? k * pixels * 4 : inPlace ? rowChunks.count * (k * nr * 4 + 64) : panels * k * nr * 4)
+        // 1×1 convolutions read the image as B where it lies (the driver copies a panel into the chunk's
+        // scratch when several row tiles reuse it, and always the last, partial one).
+        let panelBytes = k * nr * 4 + 64
+        context.scratch(narrow ? k * pixels * 4 : pointwise ? rowChunks.count * panelBytes : panels * k * nr * 4)
         let (weight, base, ukernel, scratchSlot, window) = (weight, epilogue, ukernel, context.scratchSlot, window)
-        let activates = base.activation != Int32(KILN_UNARY_NONE)
         return BoundStep { slots in
             guard pixels > 0, m > 0 else { return }
-            let packed = slots[scratchSlot].assumingMemoryBound(to: Float.self)
+            let scratch = slots[scratchSlot].assumingMemoryBound(to: Float.self)
             let pw = weight.unsafeBase.assumingMemoryBound(to: Float.self)
             let biasPointer = bias.map { UnsafePointer($0.floats(slots)) }
             var b = kiln_packed_b()
-            b.kind = Int32(KILN_B_F32); b.k = k; b.n = pixels; b.nr = nr; b.data = UnsafeRawPointer(packed)
+            b.kind = Int32(KILN_B_F32); b.k = k; b.n = pixels; b.nr = nr; b.data = UnsafeRawPointer(scratch)
             for image in 0 ..< batch { for gi in 0 ..< group {
                 let xi = x.floats(slots) + (image * channels + gi * c) * h * w
                 let out = y.floats(slots) + (image * outChannels + gi * m) * pixels
-                let pwg = pw + gi * m * k, biasg = biasPointer.map { $0 + gi * m }
+                let pwg = pw + gi * tiles * k * mr, biasg = biasPointer.map { $0 + gi * m }
                 if narrow {
-                    for j in 0 ..< pixels { for kk in 0 ..< k { packed[j * k + kk] = xi[kk * pixels + j] } }
+                    for j in 0 ..< pixels { for kk in 0 ..< k { scratch[j * k + kk] = xi[kk * pixels + j] } }
                     parallelFor(rowChunks.count, threads: threads) { i in
                         let rows = rowChunks[i]
                         var e = base
                         e.row_bias = biasg.map { $0 + rows.lowerBound }
-                        kiln_f32_gemm_narrow(rows.count, pixels, k, pwg + rows.lowerBound * k, k, packed, out + rows.lowerBound * pixels, pixels, &e)
+                        kiln_f32_gemm_narrow_packed(mr, rows.count, pixels, k, pwg + rows.lowerBound * k, scratch, out + rows.lowerBound * pixels,
+                                                    pixels, &e)
                     }
                     continue
                 }
-                if !inPlace {
-                    // The image (1×1) or its im2col rows go straight into panels of output pixels.
+                if !pointwise {
+                    // The im2col rows go straight into panels of output pixels.
                     parallelFor(panelRanges.count, threads: threads) { i in
                         let r = panelRanges[i]
-                        if pointwise {
-                            let n0 = r.lowerBound * nr, width = min(pixels, r.upperBound * nr) - n0
-                            kiln_f32_pack_b(k, width, nr, xi + n0, pixels, 1, packed + r.lowerBound * k * nr)
-                        } else {
-                            kiln_f32_im2col_pack__scalar(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
-                                                         window.dilations[1], pt, pl, oh, ow, nr, r.lowerBound, r.upperBound, packed)
-                        }
+                        kiln_f32_im2col_pack(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
+                                                     window.dilations[1], pt, pl, oh, ow, nr, r.lowerBound, r.upperBound, scratch)
                     }
                 }
-                // Bias (per output channel = row) and activation applied to each tile while it is in cache.
                 parallelFor(rowChunks.count, threads: threads) { i in
                     let rows = rowChunks[i]
                     var packedB = b
-                    var partial: UnsafeMutablePointer<Float>? = nil
-                    if inPlace {
+                    var panel: UnsafeMutablePointer<Float>? = nil
+                    if pointwise {
                         packedB.data = UnsafeRawPointer(xi)
                         packedB.ldb = pixels
-                        partial = (UnsafeMutableRawPointer(packed) + i * (k * nr * 4 + 64)).assumingMemoryBound(to: Float.self)
+                        panel = (UnsafeMutableRawPointer(scratch) + i * panelBytes).assumingMemoryBound(to: Float.self)
                     }
                     var e = base
                     e.row_bias = biasg
-                    if biasg != nil || activates {
-                        kiln_f32_gemm(ukernel, mr, &packedB, pwg, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, &e, partial)
-                    } else {
-                        kiln_f32_gemm(ukernel, mr, &packedB, pwg, k, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, nil, partial)
-                    }
+                    kiln_f32_gemm(ukernel, mr, &packedB, pwg, 0, out, pixels, rows.lowerBound, rows.upperBound, 0, panels, &e, panel)
                 }
             } }
         }
