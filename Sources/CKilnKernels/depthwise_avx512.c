@@ -54,46 +54,52 @@ typedef struct {
 } kiln_dw_plane;
 
 // Output rows [oy, oy + R) x columns [ox, ox + 16 V) (the last vector may be partial).
+// KW: the taps per row when known at compile time (then column dilation is 1 and every load of a
+// row is one pointer plus an immediate offset), 0 for the plane's own kw and dilation.
 KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_dw_block16(const kiln_dw_plane *p, long oy, long ox,
-                                                                                  const int R, const int V, const int S) {
+                                                                                  const int R, const int V, const int S,
+                                                                                  const int KW) {
     __m512 acc[8][4];
     const __m512 b = _mm512_set1_ps(p->bias);
     for (int r = 0; r < R; r++) for (int v = 0; v < V; v++) acc[r][v] = b;
     const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    // Per tap column and vector: the input column of lane 0 and the lanes inside the row.
-    long col[7][4];
+    const long kw = KW ? KW : p->kw, dw = KW ? 1 : p->dw;
+    // Input column of lane 0 of the first vector at tap column 0; per tap column and vector, the
+    // lanes inside the row (the same for every row).
+    const long c0 = ox * S - p->pl;
     __mmask16 m0[7][4], m1[7][4];
-    for (long kx = 0; kx < p->kw; kx++) {
+    for (long kx = 0; kx < kw; kx++) {
 #pragma clang loop unroll(full)
         for (int v = 0; v < V; v++) {
-            col[kx][v] = (ox + 16 * v) * S + kx * p->dw - p->pl;
-            m0[kx][v] = kiln_lanes(-col[kx][v], p->w - col[kx][v]);
-            m1[kx][v] = kiln_lanes(-col[kx][v] - 16, p->w - col[kx][v] - 16);
+            const long col = c0 + 16 * S * v + kx * dw;
+            m0[kx][v] = kiln_lanes(-col, p->w - col);
+            m1[kx][v] = kiln_lanes(-col - 16, p->w - col - 16);
         }
     }
     for (long ky = 0; ky < p->kh; ky++) {
         // Rows above or below the image read a row of zeros instead of branching, so the block
-        // stays one straight run of FMAs on register accumulators.
-        const float *row[8];
+        // stays one straight run of FMAs on register accumulators; one pointer per row.
+        const float *base[8];
 #pragma clang loop unroll(full)
         for (int r = 0; r < R; r++) {
             const long iy = (oy + r) * p->sh + ky * p->dh - p->pt;
-            row[r] = iy >= 0 && iy < p->h ? p->x + iy * p->w : kiln_zero_row;
+            base[r] = (iy >= 0 && iy < p->h ? p->x + iy * p->w : kiln_zero_row) + c0;
         }
-        const float *wk = p->weight + ky * p->kw;
-        for (long kx = 0; kx < p->kw; kx++) {
+        const float *wk = p->weight + ky * kw;
+#pragma clang loop unroll(full)
+        for (long kx = 0; kx < kw; kx++) {
             const __m512 wv = _mm512_set1_ps(wk[kx]);
 #pragma clang loop unroll(full)
             for (int r = 0; r < R; r++) {
 #pragma clang loop unroll(full)
                 for (int v = 0; v < V; v++) {
+                    const float *src = base[r] + 16 * S * v + kx * dw;
                     __m512 in;
                     if (S == 1) {
-                        in = _mm512_maskz_loadu_ps(m0[kx][v], row[r] + col[kx][v]);
+                        in = _mm512_maskz_loadu_ps(m0[kx][v], src);
                     } else {
-                        const __m512 lo = _mm512_maskz_loadu_ps(m0[kx][v], row[r] + col[kx][v]);
-                        const __m512 hi = _mm512_maskz_loadu_ps(m1[kx][v], row[r] + col[kx][v] + 16);
-                        in = _mm512_permutex2var_ps(lo, evens, hi);
+                        in = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(m0[kx][v], src), evens,
+                                                    _mm512_maskz_loadu_ps(m1[kx][v], src + 16));
                     }
                     acc[r][v] = _mm512_fmadd_ps(wv, in, acc[r][v]);
                 }
@@ -111,9 +117,10 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_dw_blo
 
 // Rows in blocks of R, the last rows in one smaller block; columns in vectors of 16, V at a time.
 #define KILN_DW_ROWS(R, V) \
-    for (long ox = 0; ox < p->ow; ox += 16 * (V)) kiln_dw_block16(p, oy, ox, (R), (V), S)
+    for (long ox = 0; ox < p->ow; ox += 16 * (V)) kiln_dw_block16(p, oy, ox, (R), (V), S, KW)
 
-KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_dw_plane16_body(const kiln_dw_plane *p, const int S) {
+KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_dw_plane16_body(const kiln_dw_plane *p, const int S,
+                                                                                       const int KW) {
     const long vectors = (p->ow + 15) / 16;
     long oy = 0;
     // About eight accumulators: enough independent FMA chains to hide their latency.
@@ -145,8 +152,17 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_dw_pla
 }
 #undef KILN_DW_ROWS
 
-KILN_TARGET_AVX512 static void kiln_dw_plane16_s1(const kiln_dw_plane *p) { kiln_dw_plane16_body(p, 1); }
-KILN_TARGET_AVX512 static void kiln_dw_plane16_s2(const kiln_dw_plane *p) { kiln_dw_plane16_body(p, 2); }
+// Built per stride, and per tap width for the common 3 and 5 without column dilation.
+KILN_TARGET_AVX512 static void kiln_dw_plane16_s1(const kiln_dw_plane *p) {
+    if (p->dw == 1 && p->kw == 3) kiln_dw_plane16_body(p, 1, 3);
+    else if (p->dw == 1 && p->kw == 5) kiln_dw_plane16_body(p, 1, 5);
+    else kiln_dw_plane16_body(p, 1, 0);
+}
+KILN_TARGET_AVX512 static void kiln_dw_plane16_s2(const kiln_dw_plane *p) {
+    if (p->kw == 3) kiln_dw_plane16_body(p, 2, 3);
+    else if (p->kw == 5) kiln_dw_plane16_body(p, 2, 5);
+    else kiln_dw_plane16_body(p, 2, 0);
+}
 
 KILN_TARGET_AVX512 void kiln_f32_dwconv2d__avx512(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw,
                                                   const float *weight, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,

@@ -21,7 +21,10 @@ static inline void kiln_ukernel_scalar(size_t MR, size_t NR, size_t mr, size_t n
             for (size_t j = 0; j < NR; j++) acc[i][j] += av * row[j];
         }
     }
-    for (size_t i = 0; i < mr; i++) memcpy(c + i * ldc, acc[i], nc * sizeof(float));
+    for (size_t i = 0; i < mr; i++) {
+        if (t && t->accumulate) for (size_t j = 0; j < nc; j++) c[i * ldc + j] += acc[i][j];
+        else memcpy(c + i * ldc, acc[i], nc * sizeof(float));
+    }
     if (t) kiln_tile_args_apply(mr, nc, c, ldc, t);
 }
 
@@ -162,53 +165,68 @@ static inline __attribute__((always_inline)) void kiln_gemm_row(size_t nr, size_
     }
 }
 
-// The driver: panels outer, row tiles inner, the epilogue applied by the microkernel before it
-// stores. Built once per ISA so the single-row path and the panel copy use that instruction set.
+// Floats of one K block of a B panel: the block stays in L1 (32 KiB) while every row tile of
+// the call streams its A block past it.
+#define KILN_KC_FLOATS 8192
+
+// The driver. Without K blocking: panels outer, row tiles inner. With a K longer than one block
+// (float32 B only): K blocks outer, then panels, then row tiles, each block after the first
+// accumulating into C; the epilogue, applied by the microkernel before it stores, comes with the
+// last block. Built once per ISA so the single-row path and the panel copy use that instruction set.
 static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b *b,
                                                                  const float *a, size_t lda, float *c, size_t ldc, size_t m_begin,
                                                                  size_t m_end, size_t p_begin, size_t p_end,
                                                                  const kiln_epilogue *epilogue, float *scratch) {
     const size_t k = b->k, nr = b->nr;
     const int apply = epilogue && (epilogue->bias || epilogue->row_bias || epilogue->activation != KILN_UNARY_NONE);
-    // An unpacked B is read in place when few row tiles reuse each panel; otherwise each panel is
-    // first copied into scratch (a contiguous block that stays in L1 across the row tiles).
+    // An unpacked B is read in place when few row tiles reuse each panel; otherwise each panel
+    // block is first copied into scratch (contiguous, so it stays in L1 across the row tiles).
     const int copy_panels = scratch && (m_end - m_begin + mr - 1) / mr >= 4;
-    for (size_t p = p_begin; p < p_end; p++) {
-        const float *panel;
-        size_t ldb = nr;
-        if (b->kind == KILN_B_F32 && b->ldb) {
-            if ((p + 1) * nr <= b->n && !copy_panels) {
-                panel = (const float *)b->data + p * nr;
-                ldb = b->ldb;
+    const size_t kc_max = KILN_KC_FLOATS / nr;
+    const size_t blocks = b->kind == KILN_B_F32 && k > kc_max ? (k + kc_max - 1) / kc_max : 1;
+    const size_t kc_even = (k + blocks - 1) / blocks;
+    for (size_t kb = 0; kb < blocks; kb++) {
+        const size_t k0 = kb * kc_even, kc = k - k0 < kc_even ? k - k0 : kc_even;
+        const int last = kb + 1 == blocks;
+        for (size_t p = p_begin; p < p_end; p++) {
+            const float *panel;
+            size_t ldb = nr;
+            if (b->kind == KILN_B_F32 && b->ldb) {
+                const float *src = (const float *)b->data + k0 * b->ldb + p * nr;
+                if ((p + 1) * nr <= b->n && !copy_panels) {
+                    panel = src;
+                    ldb = b->ldb;
+                } else {
+                    kiln_f32_pack_b(kc, b->n - p * nr < nr ? b->n - p * nr : nr, nr, src, b->ldb, 1, scratch);
+                    panel = scratch;
+                }
+            } else if (b->kind == KILN_B_F32) {
+                panel = (const float *)b->data + (p * k + k0) * nr;
             } else {
-                kiln_f32_pack_b(k, b->n - p * nr < nr ? b->n - p * nr : nr, nr, (const float *)b->data + p * nr, b->ldb, 1, scratch);
+                kiln_unpack_b_panel(b, p, scratch);
                 panel = scratch;
             }
-        } else if (b->kind == KILN_B_F32) {
-            panel = (const float *)b->data + p * k * nr;
-        } else {
-            kiln_unpack_b_panel(b, p, scratch);
-            panel = scratch;
-        }
-        const size_t n0 = p * nr;
-        const size_t nc = b->n - n0 < nr ? b->n - n0 : nr;
-        for (size_t m = m_begin; m < m_end; m += mr) {
-            const size_t rows = m_end - m < mr ? m_end - m : mr;
-            float *tile = c + m * ldc + n0;
-            const float *at = lda ? a + m * lda : a + m * k;
-            kiln_tile_args t;
-            if (apply) {
-                t.col_bias = epilogue->bias ? epilogue->bias + n0 : NULL;
-                t.row_bias = epilogue->row_bias ? epilogue->row_bias + m : NULL;
-                t.activation = epilogue->activation;
-                t.alpha = epilogue->alpha;
-                t.beta = epilogue->beta;
-            }
-            if (rows == 1 && lda && nc == nr && (nr == 16 || nr == 32)) {
-                kiln_gemm_row(nr, k, at, panel, ldb, tile); // a microkernel would compute mr copies of the row
-                if (apply) kiln_tile_args_apply(1, nc, tile, ldc, &t);
-            } else {
-                ukernel(rows, nc, k, at, lda, panel, ldb, tile, ldc, apply ? &t : NULL);
+            const size_t n0 = p * nr;
+            const size_t nc = b->n - n0 < nr ? b->n - n0 : nr;
+            for (size_t m = m_begin; m < m_end; m += mr) {
+                const size_t rows = m_end - m < mr ? m_end - m : mr;
+                float *tile = c + m * ldc + n0;
+                const float *at = lda ? a + m * lda + k0 : a + m * k + k0 * mr;
+                kiln_tile_args t = {NULL, NULL, KILN_UNARY_NONE, 0, 0, kb > 0};
+                if (apply && last) {
+                    t.col_bias = epilogue->bias ? epilogue->bias + n0 : NULL;
+                    t.row_bias = epilogue->row_bias ? epilogue->row_bias + m : NULL;
+                    t.activation = epilogue->activation;
+                    t.alpha = epilogue->alpha;
+                    t.beta = epilogue->beta;
+                }
+                const int plain = !t.accumulate && !(apply && last);
+                if (rows == 1 && lda && blocks == 1 && nc == nr && (nr == 16 || nr == 32)) {
+                    kiln_gemm_row(nr, kc, at, panel, ldb, tile); // a microkernel would compute mr copies of the row
+                    if (!plain) kiln_tile_args_apply(1, nc, tile, ldc, &t);
+                } else {
+                    ukernel(rows, nc, kc, at, lda, panel, ldb, tile, ldc, plain ? NULL : &t);
+                }
             }
         }
     }

@@ -88,6 +88,20 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_gemm_6x1
             }
         }
     }
+    if (t && t->accumulate) {
+        float tile[16] = {0};
+        for (size_t i = 0; i < mr; i++) {
+            const float *row = c + i * ldc;
+            if (nc == 16) {
+                lo[i] = _mm256_add_ps(lo[i], _mm256_loadu_ps(row));
+                hi[i] = _mm256_add_ps(hi[i], _mm256_loadu_ps(row + 8));
+            } else {
+                memcpy(tile, row, nc * sizeof(float));
+                lo[i] = _mm256_add_ps(lo[i], _mm256_loadu_ps(tile));
+                hi[i] = _mm256_add_ps(hi[i], _mm256_loadu_ps(tile + 8));
+            }
+        }
+    }
     const int registers = t && kiln_unary_in_registers(t);
     if (registers) {
         if (t->col_bias) {

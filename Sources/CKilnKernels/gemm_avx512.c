@@ -91,6 +91,12 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8
     }
     const __mmask16 m0 = (__mmask16)(nc >= 16 ? 0xffffu : (1u << nc) - 1u);
     const __mmask16 m1 = (__mmask16)(nc >= 32 ? 0xffffu : nc > 16 ? (1u << (nc - 16)) - 1u : 0u);
+    if (t && t->accumulate) {
+        for (size_t i = 0; i < mr; i++) {
+            lo[i] = _mm512_add_ps(lo[i], _mm512_maskz_loadu_ps(m0, c + i * ldc));
+            hi[i] = _mm512_add_ps(hi[i], _mm512_maskz_loadu_ps(m1, c + i * ldc + 16));
+        }
+    }
     const int registers = t && kiln_unary_in_registers(t);
     if (registers) {
         if (t->col_bias) {

@@ -29,7 +29,10 @@ void kiln_f32_gemm_4x8__neon(KILN_UKERNEL_PARAMS) {
     vst1q_f32(tile[1], c10); vst1q_f32(tile[1] + 4, c11);
     vst1q_f32(tile[2], c20); vst1q_f32(tile[2] + 4, c21);
     vst1q_f32(tile[3], c30); vst1q_f32(tile[3] + 4, c31);
-    for (size_t i = 0; i < mr; i++) memcpy(c + i * ldc, tile[i], nc * sizeof(float));
+    for (size_t i = 0; i < mr; i++) {
+        if (t && t->accumulate) for (size_t j = 0; j < nc; j++) c[i * ldc + j] += tile[i][j];
+        else memcpy(c + i * ldc, tile[i], nc * sizeof(float));
+    }
     if (t) kiln_tile_args_apply(mr, nc, c, ldc, t);
 }
 #endif

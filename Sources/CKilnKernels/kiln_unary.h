@@ -18,22 +18,6 @@
 #else
 #define KILN_SHORT_LOOP
 #define KILN_ELEMENTWISE_LOOP
-/// Whether the GEMM microkernels apply `op` to their accumulators (piecewise-linear functions of a
-/// few min/max/multiply steps); others run over the stored tile.
-/// (A clip whose bounds cross takes the stored path, which keeps the scalar form's order.)
-static inline int kiln_unary_in_registers(const kiln_tile_args *t) {
-    const int op = t->activation;
-    return op == KILN_UNARY_NONE || op == KILN_UNARY_IDENTITY || op == KILN_UNARY_RELU || op == KILN_UNARY_HARD_SWISH ||
-           op == KILN_UNARY_HARD_SIGMOID || (op == KILN_UNARY_CLIP && t->alpha <= t->beta) || op == KILN_UNARY_LEAKY_RELU;
-}
-
-/// A microkernel's epilogue over its stored tile, for activations it does not apply in registers.
-static inline __attribute__((always_inline)) void kiln_tile_args_apply(size_t rows, size_t cols, float *c, size_t ldc,
-                                                                       const kiln_tile_args *t) {
-    const kiln_epilogue e = {NULL, t->activation, t->alpha, t->beta, NULL};
-    kiln_tile_epilogue(rows, cols, c, ldc, t->col_bias, t->row_bias, &e);
-}
-
 #endif
 
 // `short_rows` (a constant at each call site) picks the loop form: no interleaving for one tile
@@ -103,9 +87,11 @@ static inline int kiln_unary_in_registers(const kiln_tile_args *t) {
            op == KILN_UNARY_HARD_SIGMOID || (op == KILN_UNARY_CLIP && t->alpha <= t->beta) || op == KILN_UNARY_LEAKY_RELU;
 }
 
-/// A microkernel's epilogue over its stored tile, for activations it does not apply in registers.
+/// A microkernel's epilogue over its stored tile (biases and activation; `accumulate` is the
+/// kernel's own), for activations it does not apply in registers.
 static inline __attribute__((always_inline)) void kiln_tile_args_apply(size_t rows, size_t cols, float *c, size_t ldc,
                                                                        const kiln_tile_args *t) {
+    if (!t->col_bias && !t->row_bias && t->activation == KILN_UNARY_NONE) return;
     const kiln_epilogue e = {NULL, t->activation, t->alpha, t->beta, NULL};
     kiln_tile_epilogue(rows, cols, c, ldc, t->col_bias, t->row_bias, &e);
 }

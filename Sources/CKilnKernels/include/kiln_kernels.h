@@ -84,14 +84,16 @@ typedef struct kiln_epilogue {
     const float *row_bias; // per row (indexed by the absolute row of C), or NULL
 } kiln_epilogue;
 
-/// What a microkernel applies to its accumulators before it stores them: bias per column
-/// (`col_bias`, from the tile's first column) and per row (`row_bias`, from its first row), in that
-/// order, then the activation (`KILN_UNARY_*`, 0 none; alpha and beta as in `kiln_epilogue`).
+/// What a microkernel does with its accumulators before it stores them: with `accumulate`, add
+/// the tile already in C (a later block of K); then bias per column (`col_bias`, from the tile's
+/// first column) and per row (`row_bias`, from its first row), in that order, then the activation
+/// (`KILN_UNARY_*`, 0 none; alpha and beta as in `kiln_epilogue`).
 typedef struct kiln_tile_args {
     const float *col_bias;
     const float *row_bias;
     int activation;
     float alpha, beta;
+    int accumulate;
 } kiln_tile_args;
 
 /// A microkernel: C[0..mr, 0..nc] = epilogue(A[0..mr, 0..k] * B[0..k, 0..NR]), B's rows `ldb`
