@@ -231,7 +231,7 @@ static inline __attribute__((always_inline)) void kiln_im2col_pack_body(
     long run_iy[64], run_ix[64];
     if (nr > 64) return;
     for (size_t p = p_begin; p < p_end; p++) {
-        float *out = packed + p * k * nr;
+        float *out = packed + (p - p_begin) * k * nr;
         const size_t first = p * nr;
         runs = 0;
         size_t lane = 0;

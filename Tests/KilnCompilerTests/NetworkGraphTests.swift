@@ -56,6 +56,37 @@ final class NetworkGraphTests: XCTestCase {
         try await assertCompilesWithoutReference(try g.b.build(), ["x": floats([2, 12, 12, 8], 1)], "NHWC ResNet")
     }
 
+    /// Dense convolutions through every path of the row-tiled weights: threads over pixels (1×1 in
+    /// place, 3×3 packed panel by panel), over channels (many output channels), K longer than one
+    /// block, a grouped strided convolution with an activation applied to the stored tile, and the
+    /// narrow path on 1×1 maps; two images.
+    func testConvolutionPaths() async throws {
+        var g = Graph("convs")
+        let w1 = try g.weight("w1", [12, 6, 1, 1]), b1 = try g.weight("b1", [12])
+        let w2 = try g.weight("w2", [10, 12, 3, 3]), w3 = try g.weight("w3", [600, 10, 1, 1], scale: 0.2)
+        let w4 = try g.weight("w4", [16, 600, 1, 1], scale: 0.05), b4 = try g.weight("b4", [16])
+        let w5 = try g.weight("w5", [8, 8, 3, 3]), b5 = try g.weight("b5", [8])
+        let w6 = try g.weight("w6", [1100, 8, 1, 1]), w7 = try g.weight("w7", [4, 1100, 1, 1], scale: 0.02)
+        var f = g.b.function("main")
+        let x = f.input("x", TensorType(.float32, ["n", 6, 20, 20]))
+        let c1 = try f.apply1("hard_swish", [try f.apply1("conv", [x, f.use(w1), f.use(b1)], ["kernel_shape": .ints([1, 1])])])
+        let c2 = try f.apply1("relu", [try f.apply1("conv", [c1, f.use(w2)], ["kernel_shape": .ints([3, 3]), "pads": .ints([1, 1, 1, 1])])])
+        let c3 = try f.apply1("conv", [c2, f.use(w3)], ["kernel_shape": .ints([1, 1])])
+        let c4 = try f.apply1("clip", [try f.apply1("conv", [c3, f.use(w4), f.use(b4)], ["kernel_shape": .ints([1, 1])])],
+                              ["min": .float(-1), "max": .float(2)])
+        let c5 = try f.apply1("sigmoid", [try f.apply1("conv", [c4, f.use(w5), f.use(b5)], ["kernel_shape": .ints([3, 3]), "group": .int(2),
+                                                                                          "strides": .ints([2, 2]), "pads": .ints([1, 1, 1, 1])])])
+        let pooled = try f.apply1("global_average_pool", [c5])
+        let c6 = try f.apply1("hard_sigmoid", [try f.apply1("conv", [pooled, f.use(w6)], ["kernel_shape": .ints([1, 1])])])
+        f.output("pointwise", c1)
+        f.output("window", c2)
+        f.output("blocked", c4)
+        f.output("features", c5)
+        f.output("logits", try f.apply1("conv", [c6, f.use(w7)], ["kernel_shape": .ints([1, 1])]))
+        try g.b.add(f)
+        try await assertCompilesWithoutReference(try g.b.build(), ["x": floats([2, 6, 20, 20], 3)], "convolution paths")
+    }
+
     /// A DBNet-style decoder: transposed convolutions, resizes (linear, nearest, cubic) of
     /// feature maps, concatenation, instance norm and a sigmoid head.
     func testDBNetDecoder() async throws {

@@ -156,7 +156,8 @@ void kiln_f32_im2col_rows__scalar(size_t channels, size_t h, size_t w, const flo
                                   size_t oh, size_t ow, float *rows);
 
 /// im2col straight into GEMM panels: panels [p_begin, p_end) of nr output pixels, each K = (c, ky, kx)
-/// rows of nr values (zero outside the image and past the last pixel); nr ≤ 64.
+/// rows of nr values (zero outside the image and past the last pixel), panel p at
+/// packed + (p - p_begin) * K * nr; nr ≤ 64.
 void kiln_f32_im2col_pack__scalar(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,
                                   size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr,
                                   size_t p_begin, size_t p_end, float *packed);

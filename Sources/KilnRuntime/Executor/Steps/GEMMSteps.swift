@@ -131,13 +131,17 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
         let small = m * pixels * k < 1 << 15
         let threads = context.threads
         let panelRanges = splitRanges(panels, parts: small ? 1 : threads)
-        let rowChunks = splitRanges(m, parts: small ? 1 : max(threads, m / 64), align: mr)
+        // Threads take ranges of output pixels (every channel) when there are many pixels and few
+        // channels: each panel is then packed or copied once, and the whole weight stays in cache.
+        // Otherwise they take ranges of output channels over every pixel.
+        let byPixels = !small && panels >= 4 * threads && m <= 128
+        let rowChunks = splitRanges(m, parts: small || byPixels ? 1 : threads, align: mr)
         // A few pixels (squeeze-excitation, 1×1 feature maps) take dot products instead of a panel.
         let narrow = pointwise && pixels <= 4
         // 1×1 convolutions read the image as B where it lies (the driver copies a panel into the chunk's
         // scratch when several row tiles reuse it, and always the last, partial one).
         let panelBytes = k * nr * 4 + 64
-        context.scratch(narrow ? k * pixels * 4 : pointwise ? rowChunks.count * panelBytes : panels * k * nr * 4)
+        context.scratch(narrow ? k * pixels * 4 : pointwise || byPixels ? max(rowChunks.count, panelRanges.count) * panelBytes : panels * k * nr * 4)
         let (weight, base, ukernel, scratchSlot, window) = (weight, epilogue, ukernel, context.scratchSlot, window)
         return BoundStep { slots in
             guard pixels > 0, m > 0 else { return }
@@ -161,12 +165,38 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
                     }
                     continue
                 }
+                if byPixels {
+                    parallelFor(panelRanges.count, threads: threads) { i in
+                        let r = panelRanges[i]
+                        let local = (UnsafeMutableRawPointer(scratch) + i * panelBytes).assumingMemoryBound(to: Float.self)
+                        var e = base
+                        e.row_bias = biasg
+                        if pointwise {
+                            var packedB = b
+                            packedB.data = UnsafeRawPointer(xi)
+                            packedB.ldb = pixels
+                            kiln_f32_gemm(ukernel, mr, &packedB, pwg, 0, out, pixels, 0, m, r.lowerBound, r.upperBound, &e, local)
+                            return
+                        }
+                        // One panel at a time: its im2col rows packed into L1, then every row tile over it.
+                        for p in r {
+                            kiln_f32_im2col_pack(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
+                                                 window.dilations[1], pt, pl, oh, ow, nr, p, p + 1, local)
+                            var one = b
+                            one.data = UnsafeRawPointer(local)
+                            one.n = min(nr, pixels - p * nr)
+                            kiln_f32_gemm(ukernel, mr, &one, pwg, 0, out + p * nr, pixels, 0, m, 0, 1, &e, nil)
+                        }
+                    }
+                    continue
+                }
                 if !pointwise {
                     // The im2col rows go straight into panels of output pixels.
                     parallelFor(panelRanges.count, threads: threads) { i in
                         let r = panelRanges[i]
                         kiln_f32_im2col_pack(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
-                                                     window.dilations[1], pt, pl, oh, ow, nr, r.lowerBound, r.upperBound, scratch)
+                                                     window.dilations[1], pt, pl, oh, ow, nr, r.lowerBound, r.upperBound,
+                                                     scratch + r.lowerBound * k * nr)
                     }
                 }
                 parallelFor(rowChunks.count, threads: threads) { i in
