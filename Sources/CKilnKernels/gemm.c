@@ -165,9 +165,11 @@ static inline __attribute__((always_inline)) void kiln_gemm_row(size_t nr, size_
     }
 }
 
-// Floats of one K block of a B panel: the block stays in L1 (32 KiB) while every row tile of
-// the call streams its A block past it.
-#define KILN_KC_FLOATS 8192
+// Floats of one K block of a B panel (256 KiB): a panel up to this size stays in L2 while every
+// row tile of the call streams past it, and the prefetchers keep the microkernel fed from there;
+// blocks sized for L1 (32 KiB) measured slower at 2 threads (Magika's K = 1280: the re-read of C
+// per block costs more than the L1 hits gain). Longer K (large language models) is blocked.
+#define KILN_KC_FLOATS 65536
 
 // The driver. Without K blocking: panels outer, row tiles inner. With a K longer than one block
 // (float32 B only): K blocks outer, then panels, then row tiles, each block after the first

@@ -64,9 +64,9 @@ final class KernelTests: XCTestCase {
     }
 
     /// Every microkernel with A row-major and packed in row tiles (lda 0), with column and row bias
-    /// and each activation: those applied in registers and those applied to the stored tile agree
-    /// with the plain GEMM followed by the scalar epilogue, NaN rows included; the narrow path for
-    /// packed A agrees too.
+    /// and each activation, over one and several K blocks: those applied in registers and those
+    /// applied to the stored tile agree with the plain GEMM followed by the scalar epilogue, NaN
+    /// rows included; the narrow path for packed A agrees too.
     func testMicrokernelEpiloguesAndPackedA() throws {
         let activations: [(Int32, Float, Float)] = [
             (Int32(KILN_UNARY_NONE), 0, 0), (Int32(KILN_UNARY_RELU), 0, 0), (Int32(KILN_UNARY_HARD_SWISH), 0, 0),
@@ -82,7 +82,9 @@ final class KernelTests: XCTestCase {
             }
             tested += 1
             var rng = Rng(state: 7)
-            for (m, n, k) in [(1, 1, 1), (mr - 1, nr - 1, 5), (mr, nr, 17), (2 * mr + 3, 2 * nr + 5, 64), (3, 3, 300)] where m > 0 {
+            // The last K spans several K blocks of the driver for every panel width but 8.
+            for (m, n, k) in [(1, 1, 1), (mr - 1, nr - 1, 5), (mr, nr, 17), (2 * mr + 3, 2 * nr + 5, 64), (3, 3, 300), (mr + 1, nr + 3, 4500)]
+                where m > 0 {
                 var a = (0 ..< m * k).map { _ in rng.next() }
                 if m > 2 { a[2 * k] = .nan } // row 2 is NaN throughout
                 let bm = (0 ..< k * n).map { _ in rng.next() }

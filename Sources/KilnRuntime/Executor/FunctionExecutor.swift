@@ -216,7 +216,7 @@ final class PlanCache: @unchecked Sendable {
     }
 }
 
-/// Accumulated nanoseconds per step, for `KILN_PROFILE`.
+/// Accumulated nanoseconds per step, for `KILN_PROFILE` (the 25 slowest steps; `KILN_PROFILE_TOP=N` for N).
 final class StepProfile: @unchecked Sendable {
     private var nanoseconds: [UInt64]
     private var runs = 0
@@ -234,7 +234,8 @@ final class StepProfile: @unchecked Sendable {
         let total = max(nanoseconds.reduce(0, +), 1)
         let runs = max(self.runs, 1)
         var lines = "profile: \(self.runs) planned runs, \(String(format: "%.3f", Double(total) / 1e6 / Double(runs))) ms per run in steps\n"
-        for (i, ns) in nanoseconds.enumerated().sorted(by: { $0.1 > $1.1 }).prefix(25) where ns > 0 {
+        let top = getenv("KILN_PROFILE_TOP").flatMap { Int(String(cString: $0)) } ?? 25
+        for (i, ns) in nanoseconds.enumerated().sorted(by: { $0.1 > $1.1 }).prefix(max(top, 0)) where ns > 0 {
             lines += String(format: "  %6.2f%%  %8.3f ms  ", Double(ns) * 100 / Double(total), Double(ns) / 1e6 / Double(runs)) + names[i] + "\n"
         }
         for n in notes { lines += "  \(n)\n" }
