@@ -87,6 +87,22 @@ final class NetworkGraphTests: XCTestCase {
         try await assertCompilesWithoutReference(try g.b.build(), ["x": floats([2, 6, 20, 20], 3)], "convolution paths")
     }
 
+    /// 1-D convolutions exported as 2-D over a column image (W = 1), packed as rows: padded,
+    /// strided and dilated windows, many and few output channels.
+    func testColumnConvolutions() async throws {
+        var g = Graph("columns")
+        let w1 = try g.weight("w1", [140, 6, 5, 1]), b1 = try g.weight("b1", [140]), w2 = try g.weight("w2", [12, 140, 3, 1], scale: 0.1)
+        var f = g.b.function("main")
+        let x = f.input("x", TensorType(.float32, ["n", 6, 83, 1]))
+        let c1 = try f.apply1("relu", [try f.apply1("conv", [x, f.use(w1), f.use(b1)], ["kernel_shape": .ints([5, 1]), "pads": .ints([2, 0, 2, 0])])])
+        let c2 = try f.apply1("conv", [c1, f.use(w2)], ["kernel_shape": .ints([3, 1]), "strides": .ints([2, 1]), "dilations": .ints([2, 1]),
+                                                          "pads": .ints([1, 0, 0, 0])])
+        f.output("wide", c1)
+        f.output("narrow", c2)
+        try g.b.add(f)
+        try await assertCompilesWithoutReference(try g.b.build(), ["x": floats([2, 6, 83, 1], 5)], "column convolutions")
+    }
+
     /// A DBNet-style decoder: transposed convolutions, resizes (linear, nearest, cubic) of
     /// feature maps, concatenation, instance norm and a sigmoid head.
     func testDBNetDecoder() async throws {

@@ -127,6 +127,16 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
         let (mr, nr) = (tile.mr, tile.nr)
         let tiles = (m + mr - 1) / mr
         let pointwise = kh == 1 && kw == 1 && window.strides == [1, 1] && pt == 0 && pl == 0 && oh == h && ow == w
+        // The im2col geometry. A column image (W = 1, a 1-D convolution exported as 2-D) is the
+        // same memory as a row image with H and W swapped: its windows then run along rows, which
+        // the packing copies as vectors instead of gathering pixel by pixel. K's order (c, ky, kx) is
+        // unchanged, since one of the two kernel dims is 1.
+        let column = w == 1 && kw == 1 && ow == 1 && h > 1
+        let im = column
+            ? Im2col(h: 1, w: h, kh: 1, kw: kh, sh: window.strides[1], sw: window.strides[0], dh: window.dilations[1],
+                     dw: window.dilations[0], pt: pl, pl: pt, oh: 1, ow: oh)
+            : Im2col(h: h, w: w, kh: kh, kw: kw, sh: window.strides[0], sw: window.strides[1], dh: window.dilations[0],
+                     dw: window.dilations[1], pt: pt, pl: pl, oh: oh, ow: ow)
         let panels = (pixels + nr - 1) / nr
         let small = m * pixels * k < 1 << 15
         let threads = context.threads
@@ -142,7 +152,7 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
         // scratch when several row tiles reuse it, and always the last, partial one).
         let panelBytes = k * nr * 4 + 64
         context.scratch(narrow ? k * pixels * 4 : pointwise || byPixels ? max(rowChunks.count, panelRanges.count) * panelBytes : panels * k * nr * 4)
-        let (weight, base, ukernel, scratchSlot, window) = (weight, epilogue, ukernel, context.scratchSlot, window)
+        let (weight, base, ukernel, scratchSlot) = (weight, epilogue, ukernel, context.scratchSlot)
         return BoundStep { slots in
             guard pixels > 0, m > 0 else { return }
             let scratch = slots[scratchSlot].assumingMemoryBound(to: Float.self)
@@ -180,8 +190,7 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
                         }
                         // One panel at a time: its im2col rows packed into L1, then every row tile over it.
                         for p in r {
-                            kiln_f32_im2col_pack(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
-                                                 window.dilations[1], pt, pl, oh, ow, nr, p, p + 1, local)
+                            im.pack(c, xi, nr, p, p + 1, local)
                             var one = b
                             one.data = UnsafeRawPointer(local)
                             one.n = min(nr, pixels - p * nr)
@@ -194,9 +203,7 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
                     // The im2col rows go straight into panels of output pixels.
                     parallelFor(panelRanges.count, threads: threads) { i in
                         let r = panelRanges[i]
-                        kiln_f32_im2col_pack(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
-                                                     window.dilations[1], pt, pl, oh, ow, nr, r.lowerBound, r.upperBound,
-                                                     scratch + r.lowerBound * k * nr)
+                        im.pack(c, xi, nr, r.lowerBound, r.upperBound, scratch + r.lowerBound * k * nr)
                     }
                 }
                 parallelFor(rowChunks.count, threads: threads) { i in
@@ -214,6 +221,16 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
                 }
             } }
         }
+    }
+}
+
+/// The geometry of one image's im2col packing.
+struct Im2col {
+    var h, w, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow: Int
+
+    /// Packs panels [begin, end) of `nr` output pixels of `channels` planes at `x` into `out`.
+    func pack(_ channels: Int, _ x: UnsafePointer<Float>, _ nr: Int, _ begin: Int, _ end: Int, _ out: UnsafeMutablePointer<Float>) {
+        kiln_f32_im2col_pack(channels, h, w, x, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, nr, begin, end, out)
     }
 }
 
