@@ -171,6 +171,9 @@ static inline __attribute__((always_inline)) void kiln_gemm_row(size_t nr, size_
 // per block costs more than the L1 hits gain). Longer K (large language models) is blocked.
 #define KILN_KC_FLOATS 65536
 
+// Bytes of packed panels below which a call walks row tiles outer (see the driver).
+#define KILN_ROWS_OUTER_BYTES (512u << 10)
+
 // The driver. Without K blocking: panels outer, row tiles inner. With a K longer than one block
 // (float32 B only): K blocks outer, then panels, then row tiles, each block after the first
 // accumulating into C; the epilogue, applied by the microkernel before it stores, comes with the
@@ -187,6 +190,27 @@ static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_u
     const size_t kc_max = KILN_KC_FLOATS / nr;
     const size_t blocks = b->kind == KILN_B_F32 && k > kc_max ? (k + kc_max - 1) / kc_max : 1;
     const size_t kc_even = (k + blocks - 1) / blocks;
+    if (b->kind == KILN_B_F32 && !b->ldb && blocks == 1 && (p_end - p_begin) * k * nr * sizeof(float) <= KILN_ROWS_OUTER_BYTES) {
+        // Packed panels that fit in L2 together: row tiles outer, so each tile of A streams from
+        // memory once (not once per panel) while the panels stay in cache.
+        for (size_t m = m_begin; m < m_end; m += mr) {
+            const size_t rows = m_end - m < mr ? m_end - m : mr;
+            const float *at = lda ? a + m * lda : a + m * k;
+            for (size_t p = p_begin; p < p_end; p++) {
+                const size_t n0 = p * nr, nc = b->n - n0 < nr ? b->n - n0 : nr;
+                kiln_tile_args t = {NULL, NULL, KILN_UNARY_NONE, 0, 0, 0};
+                if (apply) {
+                    t.col_bias = epilogue->bias ? epilogue->bias + n0 : NULL;
+                    t.row_bias = epilogue->row_bias ? epilogue->row_bias + m : NULL;
+                    t.activation = epilogue->activation;
+                    t.alpha = epilogue->alpha;
+                    t.beta = epilogue->beta;
+                }
+                ukernel(rows, nc, k, at, lda, (const float *)b->data + p * k * nr, nr, c + m * ldc + n0, ldc, apply ? &t : NULL);
+            }
+        }
+        return;
+    }
     for (size_t kb = 0; kb < blocks; kb++) {
         const size_t k0 = kb * kc_even, kc = k - k0 < kc_even ? k - k0 : kc_even;
         const int last = kb + 1 == blocks;

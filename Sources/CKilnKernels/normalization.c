@@ -171,20 +171,43 @@ void kiln_f32_arg_reduce__scalar(int largest, int select_last, size_t outer, siz
     }
 }
 
+typedef float kiln_gp8 __attribute__((vector_size(32)));
+typedef float kiln_gp8u __attribute__((vector_size(32), aligned(4)));
+
+// Eight lanes at a time into two accumulators, then across lanes and the tail.
 void kiln_f32_global_average_pool__scalar(size_t channels, size_t n, const float *x, float *y) {
     for (size_t c = 0; c < channels; c++) {
-        float sum = 0;
         const float *xc = x + c * n;
-        for (size_t i = 0; i < n; i++) sum += xc[i];
+        kiln_gp8 s0 = {0}, s1 = {0};
+        size_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            s0 += *(const kiln_gp8u *)(xc + i);
+            s1 += *(const kiln_gp8u *)(xc + i + 8);
+        }
+        for (; i + 8 <= n; i += 8) s0 += *(const kiln_gp8u *)(xc + i);
+        s0 += s1;
+        float sum = ((s0[0] + s0[1]) + (s0[2] + s0[3])) + ((s0[4] + s0[5]) + (s0[6] + s0[7]));
+        for (; i < n; i++) sum += xc[i];
         y[c] = sum / (float)n;
     }
 }
 
+// NaN never wins (as `v > m ? v : m` from -inf): maxnum per lane, then across lanes.
 void kiln_f32_global_max_pool__scalar(size_t channels, size_t n, const float *x, float *y) {
     for (size_t c = 0; c < channels; c++) {
-        float m = -INFINITY;
         const float *xc = x + c * n;
-        for (size_t i = 0; i < n; i++) m = xc[i] > m ? xc[i] : m;
+        const kiln_gp8 lowest = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        kiln_gp8 m0 = lowest, m1 = lowest;
+        size_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            m0 = __builtin_elementwise_max(m0, *(const kiln_gp8u *)(xc + i));
+            m1 = __builtin_elementwise_max(m1, *(const kiln_gp8u *)(xc + i + 8));
+        }
+        for (; i + 8 <= n; i += 8) m0 = __builtin_elementwise_max(m0, *(const kiln_gp8u *)(xc + i));
+        m0 = __builtin_elementwise_max(m0, m1);
+        float m = -INFINITY;
+        for (int l = 0; l < 8; l++) m = m0[l] > m ? m0[l] : m;
+        for (; i < n; i++) m = xc[i] > m ? xc[i] : m;
         y[c] = m;
     }
 }

@@ -135,6 +135,22 @@ final class KernelTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(tested, 2)
     }
 
+    /// Global pools against plain Swift at sizes around the vector width; a NaN never wins the max.
+    func testGlobalPools() {
+        for n in [1, 7, 8, 15, 16, 17, 33, 508] {
+            var x = (0 ..< 3 * n).map { Float(sin(Double($0) * 0.77)) * 5 }
+            x[n / 2] = .nan // in the first plane
+            var maxes = [Float](repeating: 0, count: 3), means = maxes
+            kiln_f32_global_max_pool__scalar(3, n, x, &maxes)
+            kiln_f32_global_average_pool__scalar(3, n, x, &means)
+            for c in 0 ..< 3 {
+                let plane = x[c * n ..< (c + 1) * n]
+                XCTAssertEqual(maxes[c], plane.filter { !$0.isNaN }.max() ?? -.infinity, "max of \(n)")
+                if c > 0 { XCTAssertEqual(means[c], plane.reduce(0, +) / Float(n), accuracy: 1e-5, "mean of \(n)") }
+            }
+        }
+    }
+
     func testEpilogueActivations() {
         let x: [Float] = [-4, -1, -0.25, 0, 0.5, 2, 7]
         let cases: [(Int32, Float, Float, (Float) -> Float)] = [

@@ -7,11 +7,19 @@ function; latency = median of the timed runs around run(inputs:)), and onnxrunti
 of the same thread count (load = session creation; latency = median of as many runs). Examples
 (Kiln packages without an ONNX source) are reported for Kiln alone. Not part of `make test`.
 
+It also measures the machine's ceilings with bench/probe/peak.c (float32 FMA peak, read bandwidth;
+built with the toolchain's clang) and, per model, the GFLOP/s Kiln achieves in its convolution and
+GEMM steps: their FLOPs from the node shapes onnxruntime's profiler records, their time from
+`KILN_PROFILE`.
+
     make build && python3 bench/runtime/run.py [--kiln .build/release/kiln] [--repeat 30] [--threads 2]
 """
 import argparse
+import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -52,6 +60,66 @@ def ort_bench(model, inputs, repeat, threads):
     return load, float(np.median(samples))
 
 
+def machine_peak(tmp, threads):
+    """The probe's JSON (FMA GFLOP/s, read GB/s), or None when no C compiler is at hand."""
+    cc = shutil.which("clang") or shutil.which("cc")
+    if not cc:
+        return None
+    exe = os.path.join(tmp, "peak")
+    subprocess.run([cc, "-O2", "-pthread", os.path.join(ROOT, "bench", "probe", "peak.c"), "-o", exe], check=True, capture_output=True)
+    return json.loads(subprocess.run([exe, str(threads)], check=True, capture_output=True, text=True).stdout)
+
+
+def model_flops(model, inputs, tmp):
+    """FLOPs of the Conv, MatMul and Gemm nodes in one run: output shapes from onnxruntime's
+    profile (it records the shapes of non-constant inputs and outputs), weight shapes and Gemm's
+    transA from the model."""
+    import onnx
+    import onnxruntime as ort
+    graph = onnx.load(model).graph
+    dims = {i.name: list(i.dims) for i in graph.initializer}
+    nodes = {n.name: n for n in graph.node}
+    opts = ort.SessionOptions()
+    opts.enable_profiling = True
+    opts.profile_file_prefix = os.path.join(tmp, "flops")
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    session.run(None, inputs)
+    total = 0
+    for e in json.load(open(session.end_profiling())):
+        args = e.get("args", {})
+        node = nodes.get(e["name"][:-len("_kernel_time")]) if e.get("cat") == "Node" and e["name"].endswith("_kernel_time") else None
+        if node is None or node.op_type not in ("Conv", "MatMul", "Gemm"):
+            continue
+        out = [list(d.values())[0] for d in args.get("output_type_shape", [])]
+        first = [list(d.values())[0] for d in args.get("input_type_shape", [])]
+        if not out:
+            continue
+        if node.op_type == "Conv":
+            w = dims.get(node.input[1])
+            if w:
+                total += 2 * int(np.prod(out[0])) * int(np.prod(w[1:]))
+        else:
+            a = first[0] if first else dims.get(node.input[0])
+            trans = any(at.name == "transA" and at.i for at in node.attribute)
+            if a:
+                total += 2 * int(np.prod(out[0])) * (a[-2] if trans else a[-1])
+    return total
+
+
+def gemm_seconds(kiln, artifact, extra, threads):
+    """Seconds per run Kiln spends in convolution and GEMM steps (`KILN_PROFILE`)."""
+    env = dict(os.environ, KILN_PROFILE="1", KILN_PROFILE_TOP="100000")
+    err = subprocess.run([kiln, "bench", artifact, "--repeat", "50", "--warmup", "5", "--threads", str(threads)] + extra,
+                         capture_output=True, text=True, check=True, env=env).stderr
+    ms = 0.0
+    for line in err.splitlines():
+        m = re.match(r"\s+[\d.]+%\s+([\d.]+) ms\s+.*\[(\w+)\]$", line)
+        if m and re.match(r"f32_(gemm|conv2d|dwconv2d|matmul|conv_transpose)", m.group(2)):
+            ms += float(m.group(1))
+    return ms / 1e3
+
+
 def chain_model(path, steps):
     """An ONNX model of `steps` one-element Adds in a chain: its latency over steps is the per-step overhead."""
     import onnx
@@ -72,7 +140,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     rows = []
+    achieved = []
     with tempfile.TemporaryDirectory() as tmp:
+        peak = machine_peak(tmp, args.threads)
         for name in MODELS:
             onnx_path = os.path.join(SHARED, f"{name}.onnx")
             golden = os.path.join(GOLDEN, name)
@@ -89,6 +159,8 @@ def main():
             k = kiln_bench(args.kiln, artifact, extra, args.repeat, args.threads)
             ort_load, ort_median = ort_bench(onnx_path, inputs, args.repeat, args.threads)
             rows.append((name, assets["artifacts"][0]["arch"], k["latencySeconds"]["median"], ort_median, k["loadSeconds"], ort_load))
+            achieved.append((name, assets["artifacts"][0]["arch"], model_flops(onnx_path, inputs, tmp),
+                             gemm_seconds(args.kiln, artifact, extra, args.threads)))
         for name, function, extra in EXAMPLES:
             assets = json.loads(subprocess.run([args.kiln, "compile", os.path.join(ROOT, "examples", f"{name}.kiln"), "--arch", "host",
                                                 "-o", f"{tmp}/{name}", "--json"], check=True, capture_output=True, text=True).stdout)
@@ -125,6 +197,16 @@ def main():
                        args.repeat, args.threads)
         _, ort_chain = ort_bench(chain, {"v0": np.array([1.0], dtype=np.float32)}, args.repeat, args.threads)
         overhead = (k["latencySeconds"]["median"] / steps * 1e9, ort_chain / steps * 1e9)
+    if peak:
+        parts = [f"AVX-512 {peak['fma_avx512_gflops']:.0f}" if "fma_avx512_gflops" in peak else None,
+                 f"AVX2 {peak['fma_avx2_gflops']:.0f}" if "fma_avx2_gflops" in peak else None]
+        print(f"machine ({args.threads} threads): float32 FMA peak {', '.join(p for p in parts if p)} GFLOP/s; "
+              f"read bandwidth {peak.get('read_gbs', 0):.1f} GB/s")
+    for name, arch, flops, seconds in achieved:
+        ceiling = (peak or {}).get("fma_avx512_gflops" if arch.endswith("_v4") else "fma_avx2_gflops")
+        rate = flops / seconds / 1e9 if seconds else 0
+        share = f", {rate / ceiling * 100:.0f}% of peak" if ceiling else ""
+        print(f"{name}: convolutions and GEMMs {flops / 1e9:.3f} GFLOP per run in {seconds * 1e3:.3f} ms = {rate:.0f} GFLOP/s{share}")
     print(f"per-step overhead ({steps} one-element adds): Kiln {overhead[0]:.0f} ns, onnxruntime {overhead[1]:.0f} ns")
     print(f"MiniLM package load: cold (specialize) {np.median(cold) * 1e3:.0f} ms, warm (cache hit) {np.median(warm) * 1e3:.1f} ms, "
           f"{np.median(cold) / np.median(warm):.0f}x")
