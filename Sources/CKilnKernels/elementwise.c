@@ -340,6 +340,32 @@ void kiln_f32_im2col_pack__avx512(size_t channels, size_t h, size_t w, const flo
     kiln_im2col_pack_body(channels, h, w, x, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, nr, p_begin, p_end, packed,
                           kiln_im2col_run_avx512);
 }
+// Eight lanes at a time for a stride-2 run inside the row (two loads, the even lanes kept); runs
+// at the row's ends and other strides go element by element.
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
+kiln_im2col_run_avx2(float *o, const float *row, long ix, size_t n, size_t sw, size_t w) {
+    if (sw != 2 || ix < 0 || ix + (long)((n - 1) * sw) >= (long)w) {
+        kiln_im2col_run_scalar(o, row, ix, n, sw, w);
+        return;
+    }
+    const float *src = row + ix;
+    size_t j = 0;
+    // Lane 2j + 15 must lie inside the row for a full pair of loads.
+    for (; j + 8 <= n && ix + (long)(2 * j + 15) < (long)w; j += 8) {
+        const __m256 lo = _mm256_loadu_ps(src + 2 * j), hi = _mm256_loadu_ps(src + 2 * j + 8);
+        const __m256 even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)); // lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6
+        _mm256_storeu_ps(o + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8)));
+    }
+    for (; j < n; j++) o[j] = src[2 * j];
+}
+
+__attribute__((target("avx2,fma")))
+void kiln_f32_im2col_pack__avx2(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,
+                                size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr,
+                                size_t p_begin, size_t p_end, float *packed) {
+    kiln_im2col_pack_body(channels, h, w, x, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, nr, p_begin, p_end, packed,
+                          kiln_im2col_run_avx2);
+}
 #endif
 
 void kiln_f32_im2col_pack(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh, size_t sw,
@@ -348,6 +374,10 @@ void kiln_f32_im2col_pack(size_t channels, size_t h, size_t w, const float *x, s
 #if defined(__x86_64__)
     if (kiln_cpu_features() & KILN_CPU_X86_V4) {
         kiln_f32_im2col_pack__avx512(channels, h, w, x, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, nr, p_begin, p_end, packed);
+        return;
+    }
+    if (kiln_cpu_features() & KILN_CPU_X86_V3) {
+        kiln_f32_im2col_pack__avx2(channels, h, w, x, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, nr, p_begin, p_end, packed);
         return;
     }
 #endif

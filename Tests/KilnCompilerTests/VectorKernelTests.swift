@@ -150,7 +150,8 @@ final class VectorKernelTests: XCTestCase {
     /// im2col straight into panels: the host's widest variant against the scalar one, strides 1–3,
     /// padding, dilation, panels that cross output rows and end past the last pixel.
     func testIm2colPackVariants() {
-        for (c, h, w, k, s, d, p) in Self.windows + Self.depthwiseWindows.filter({ $0.2 < 100 }) + [(3, 224, 224, 3, 2, 1, 1), (2, 9, 11, 3, 3, 1, 1)] {
+        for (c, h, w, k, s, d, p) in Self.windows + Self.depthwiseWindows.filter({ $0.2 < 100 })
+            + [(3, 224, 224, 3, 2, 1, 1), (2, 9, 11, 3, 3, 1, 1), (1, 3, 40, 3, 2, 1, 0), (1, 2, 33, 1, 2, 1, 0)] {
             let oh = (h + 2 * p - (k - 1) * d - 1) / s + 1, ow = (w + 2 * p - (k - 1) * d - 1) / s + 1
             let x = values(c * h * w, 5)
             for nr in [16, 32] {
@@ -159,6 +160,14 @@ final class VectorKernelTests: XCTestCase {
                 kiln_f32_im2col_pack__scalar(c, h, w, x, k, k, s, s, d, d, p, p, oh, ow, nr, 0, panels, &a)
                 kiln_f32_im2col_pack(c, h, w, x, k, k, s, s, d, d, p, p, oh, ow, nr, 0, panels, &b)
                 XCTAssertEqual(a, b, "im2col pack \(c)x\(h)x\(w) k\(k) s\(s) d\(d) p\(p) nr \(nr)")
+                #if arch(x86_64)
+                for isa in [ISA.avx2, .avx512] where isa.isRunnableOnHost {
+                    var v = [Float](repeating: .nan, count: count)
+                    if isa == .avx2 { kiln_f32_im2col_pack__avx2(c, h, w, x, k, k, s, s, d, d, p, p, oh, ow, nr, 0, panels, &v) }
+                    else { kiln_f32_im2col_pack__avx512(c, h, w, x, k, k, s, s, d, d, p, p, oh, ow, nr, 0, panels, &v) }
+                    XCTAssertEqual(a, v, "\(isa) im2col pack \(c)x\(h)x\(w) k\(k) s\(s) d\(d) p\(p) nr \(nr)")
+                }
+                #endif
             }
         }
     }

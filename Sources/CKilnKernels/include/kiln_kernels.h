@@ -163,11 +163,15 @@ void kiln_f32_im2col_pack__scalar(size_t channels, size_t h, size_t w, const flo
                                   size_t p_begin, size_t p_end, float *packed);
 
 #if defined(__x86_64__)
+void kiln_f32_im2col_pack__avx2(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,
+                                size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr,
+                                size_t p_begin, size_t p_end, float *packed);
 void kiln_f32_im2col_pack__avx512(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh,
                                   size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr,
                                   size_t p_begin, size_t p_end, float *packed);
 #endif
-/// `kiln_f32_im2col_pack__scalar` in the widest variant the host runs (AVX-512: vector runs for strides 1 and 2).
+/// `kiln_f32_im2col_pack__scalar` in the widest variant the host runs (AVX-512: vector runs for strides 1 and
+/// 2; AVX2: stride-2 runs inside the row).
 void kiln_f32_im2col_pack(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh, size_t sw,
                           size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, size_t nr, size_t p_begin,
                           size_t p_end, float *packed);
