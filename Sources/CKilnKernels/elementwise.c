@@ -176,7 +176,7 @@ void kiln_f32_dwconv2d__scalar(size_t channels, size_t h, size_t w, const float 
 
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma")))
-void kiln_f32_dwconv2d__avx2(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw,
+void kiln_f32_dwconv2d_padded__avx2(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw,
                              const float *weight, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
                              size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch) {
     kiln_dwconv_body(channels, h, w, x, kh, kw, weight, sh, sw, dh, dw, pt, pl, oh, ow, y, e, scratch);

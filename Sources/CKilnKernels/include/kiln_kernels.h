@@ -276,6 +276,12 @@ void kiln_f32_dwconv2d__scalar(size_t channels, size_t h, size_t w, const float 
                                size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
                                size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch);
 #if defined(__x86_64__)
+/// AVX2 reads narrow planes in place like AVX-512 (outputs up to 16 wide, or 32 at stride 2; up to
+/// 7 taps wide) and takes the padded-plane path, `kiln_f32_dwconv2d_padded__avx2`, otherwise.
+void kiln_f32_dwconv2d_padded__avx2(size_t channels, size_t h, size_t w, const float *x,
+                                    size_t kh, size_t kw, const float *weight,
+                                    size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
+                                    size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch);
 void kiln_f32_dwconv2d__avx2(size_t channels, size_t h, size_t w, const float *x,
                              size_t kh, size_t kw, const float *weight,
                              size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
