@@ -3,11 +3,10 @@
 // Wide planes and other geometries take the padded-plane path (elementwise.c).
 #if defined(__x86_64__)
 #include "kiln_kernels.h"
+#include "kiln_simd_activate.h"
 #include "kiln_unary.h"
 
 #include <immintrin.h>
-
-#define KILN_TARGET_AVX2 __attribute__((target("avx2,fma")))
 
 // Lanes [lo, hi) of 8, as a vector of all-ones lanes.
 KILN_TARGET_AVX2 static inline __m256i kiln_dw256_lanes(long lo, long hi) {
@@ -15,25 +14,6 @@ KILN_TARGET_AVX2 static inline __m256i kiln_dw256_lanes(long lo, long hi) {
     if (hi > 8) hi = 8;
     const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_and_si256(_mm256_cmpgt_epi32(index, _mm256_set1_epi32((int)lo - 1)), _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), index));
-}
-
-KILN_TARGET_AVX2 static inline __attribute__((always_inline)) __m256 kiln_dw256_activate(__m256 v, const kiln_tile_args *t) {
-    const __m256 zero = _mm256_setzero_ps();
-    switch (t->activation) {
-    case KILN_UNARY_RELU: return _mm256_max_ps(zero, v);
-    case KILN_UNARY_HARD_SWISH: {
-        const __m256 t6 = _mm256_fmadd_ps(v, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
-        return _mm256_mul_ps(v, _mm256_max_ps(_mm256_min_ps(t6, _mm256_set1_ps(1.0f)), zero));
-    }
-    case KILN_UNARY_HARD_SIGMOID: {
-        const __m256 ax = _mm256_fmadd_ps(_mm256_set1_ps(t->alpha), v, _mm256_set1_ps(t->beta));
-        return _mm256_max_ps(_mm256_min_ps(ax, _mm256_set1_ps(1.0f)), zero);
-    }
-    case KILN_UNARY_CLIP: return _mm256_min_ps(_mm256_set1_ps(t->beta), _mm256_max_ps(_mm256_set1_ps(t->alpha), v));
-    case KILN_UNARY_LEAKY_RELU:
-        return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(t->alpha)), _mm256_cmp_ps(v, zero, _CMP_LT_OQ));
-    default: return v;
-    }
 }
 
 #define KILN_DW_TARGET KILN_TARGET_AVX2
@@ -49,6 +29,7 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) __m256 kiln_dw256_
 #define KILN_DW_EVENS(lo, hi) \
     _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8))
 #define KILN_DW_STORE(p, mask, v) _mm256_maskstore_ps(p, mask, v)
+#define KILN_DW_ACTIVATE(v, count, t) kiln_activate256(v, count, t)
 #include "depthwise_direct.h"
 
 KILN_TARGET_AVX2 void kiln_f32_dwconv2d__avx2(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw,

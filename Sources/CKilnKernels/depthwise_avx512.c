@@ -2,11 +2,10 @@
 // opmask loads and stores, stride 2 through a two-vector permute.
 #if defined(__x86_64__)
 #include "kiln_kernels.h"
+#include "kiln_simd_activate.h"
 #include "kiln_unary.h"
 
 #include <immintrin.h>
-
-#define KILN_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
 
 // Lanes [lo, hi) of 16, clamped.
 KILN_TARGET_AVX512 static inline __mmask16 kiln_dw512_lanes(long lo, long hi) {
@@ -14,25 +13,6 @@ KILN_TARGET_AVX512 static inline __mmask16 kiln_dw512_lanes(long lo, long hi) {
     if (hi > 16) hi = 16;
     if (hi <= lo) return 0;
     return (__mmask16)(((1u << (hi - lo)) - 1u) << lo);
-}
-
-KILN_TARGET_AVX512 static inline __attribute__((always_inline)) __m512 kiln_dw512_activate(__m512 v, const kiln_tile_args *t) {
-    const __m512 zero = _mm512_setzero_ps();
-    switch (t->activation) {
-    case KILN_UNARY_RELU: return _mm512_max_ps(zero, v);
-    case KILN_UNARY_HARD_SWISH: {
-        const __m512 t6 = _mm512_fmadd_ps(v, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
-        return _mm512_mul_ps(v, _mm512_max_ps(_mm512_min_ps(t6, _mm512_set1_ps(1.0f)), zero));
-    }
-    case KILN_UNARY_HARD_SIGMOID: {
-        const __m512 ax = _mm512_fmadd_ps(_mm512_set1_ps(t->alpha), v, _mm512_set1_ps(t->beta));
-        return _mm512_max_ps(_mm512_min_ps(ax, _mm512_set1_ps(1.0f)), zero);
-    }
-    case KILN_UNARY_CLIP: return _mm512_min_ps(_mm512_set1_ps(t->beta), _mm512_max_ps(_mm512_set1_ps(t->alpha), v));
-    case KILN_UNARY_LEAKY_RELU:
-        return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, _mm512_set1_ps(t->alpha));
-    default: return v;
-    }
 }
 
 #define KILN_DW_TARGET KILN_TARGET_AVX512
@@ -47,6 +27,7 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) __m512 kiln_dw51
 #define KILN_DW_EVENS(lo, hi) \
     _mm512_permutex2var_ps(lo, _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0), hi)
 #define KILN_DW_STORE(p, mask, v) _mm512_mask_storeu_ps(p, mask, v)
+#define KILN_DW_ACTIVATE(v, count, t) kiln_activate512(v, count, t)
 #include "depthwise_direct.h"
 
 KILN_TARGET_AVX512 void kiln_f32_dwconv2d__avx512(size_t channels, size_t h, size_t w, const float *x, size_t kh, size_t kw,

@@ -2,8 +2,9 @@
 // depthwise_avx512.c and depthwise_avx2.c after they define
 //   KILN_DW_TARGET, KILN_DW_NAME(x) (a name per ISA), KILN_DW_LANES, KILN_DW_VEC, KILN_DW_MASK,
 //   KILN_DW_SET1(f), KILN_DW_FMA(a, b, c), KILN_DW_LOAD(mask, p) (masked-off lanes read as zero and
-//   never fault), KILN_DW_LOADU(p) (a plain load), KILN_DW_EVENS(lo, hi) (the even lanes of two vectors), KILN_DW_STORE(p, mask, v),
-//   the lane mask KILN_DW_NAME(lanes)(lo, hi) and the activation KILN_DW_NAME(activate)(v, t).
+//   never fault), KILN_DW_LOADU(p) (a plain load), KILN_DW_EVENS(lo, hi) (the even lanes of two
+//   vectors), KILN_DW_STORE(p, mask, v), KILN_DW_ACTIVATE(v, count, t) (kiln_simd_activate.h) and
+//   the lane mask KILN_DW_NAME(lanes)(lo, hi).
 // Masked loads stand in for the zero padding, so no padded copy is made. Each block keeps R output
 // rows x V vectors in registers over every tap; stride 2 loads twice the columns and keeps the even
 // ones. Bias starts the accumulators and the common activations are applied before the only store.
@@ -79,10 +80,8 @@ KILN_DW_TARGET static inline __attribute__((always_inline)) void KILN_DW_NAME(bl
     }
     for (int r = 0; r < R; r++) {
         float *out = p->y + (oy + r) * p->ow;
-        for (int v = 0; v < V; v++) {
-            const KILN_DW_VEC value = p->t ? KILN_DW_NAME(activate)(acc[r][v], p->t) : acc[r][v];
-            KILN_DW_STORE(out + ox + KILN_DW_LANES * v, KILN_DW_NAME(lanes)(0, p->ow - ox - KILN_DW_LANES * v), value);
-        }
+        if (p->t) KILN_DW_ACTIVATE(acc[r], V, p->t);
+        for (int v = 0; v < V; v++) KILN_DW_STORE(out + ox + KILN_DW_LANES * v, KILN_DW_NAME(lanes)(0, p->ow - ox - KILN_DW_LANES * v), acc[r][v]);
     }
 }
 

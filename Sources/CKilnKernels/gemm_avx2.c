@@ -2,61 +2,11 @@
 // Bias and the common activations are applied to the accumulators before the only store.
 #if defined(__x86_64__)
 #include "kiln_kernels.h"
+#include "kiln_simd_activate.h"
 #include "kiln_unary.h"
 
 #include <immintrin.h>
 #include <string.h>
-
-#define KILN_TARGET_AVX2 __attribute__((target("avx2,fma")))
-
-// The activation of `op` on 6 rows of two vectors, NaN handled as in the scalar forms (max/min
-// return their second operand when either is NaN: relu and clip keep a NaN, the clamp of the
-// hard sigmoid maps it to 1 as fminf/fmaxf do).
-KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_activate_6x16(__m256 lo[6], __m256 hi[6],
-                                                                                  const kiln_tile_args *t) {
-    const __m256 zero = _mm256_setzero_ps();
-    switch (t->activation) {
-    case KILN_UNARY_RELU:
-        for (int i = 0; i < 6; i++) { lo[i] = _mm256_max_ps(zero, lo[i]); hi[i] = _mm256_max_ps(zero, hi[i]); }
-        return;
-    case KILN_UNARY_HARD_SWISH: {
-        const __m256 one = _mm256_set1_ps(1.0f), sixth = _mm256_set1_ps(1.0f / 6.0f), half = _mm256_set1_ps(0.5f);
-        for (int i = 0; i < 6; i++) {
-            __m256 g = _mm256_max_ps(_mm256_min_ps(_mm256_fmadd_ps(lo[i], sixth, half), one), zero);
-            lo[i] = _mm256_mul_ps(lo[i], g);
-            g = _mm256_max_ps(_mm256_min_ps(_mm256_fmadd_ps(hi[i], sixth, half), one), zero);
-            hi[i] = _mm256_mul_ps(hi[i], g);
-        }
-        return;
-    }
-    case KILN_UNARY_HARD_SIGMOID: {
-        const __m256 one = _mm256_set1_ps(1.0f), a = _mm256_set1_ps(t->alpha), b = _mm256_set1_ps(t->beta);
-        for (int i = 0; i < 6; i++) {
-            lo[i] = _mm256_max_ps(_mm256_min_ps(_mm256_fmadd_ps(a, lo[i], b), one), zero);
-            hi[i] = _mm256_max_ps(_mm256_min_ps(_mm256_fmadd_ps(a, hi[i], b), one), zero);
-        }
-        return;
-    }
-    case KILN_UNARY_CLIP: {
-        const __m256 a = _mm256_set1_ps(t->alpha), b = _mm256_set1_ps(t->beta);
-        for (int i = 0; i < 6; i++) {
-            lo[i] = _mm256_min_ps(b, _mm256_max_ps(a, lo[i]));
-            hi[i] = _mm256_min_ps(b, _mm256_max_ps(a, hi[i]));
-        }
-        return;
-    }
-    case KILN_UNARY_LEAKY_RELU: {
-        const __m256 a = _mm256_set1_ps(t->alpha);
-        for (int i = 0; i < 6; i++) {
-            lo[i] = _mm256_blendv_ps(lo[i], _mm256_mul_ps(lo[i], a), _mm256_cmp_ps(lo[i], zero, _CMP_LT_OQ));
-            hi[i] = _mm256_blendv_ps(hi[i], _mm256_mul_ps(hi[i], a), _mm256_cmp_ps(hi[i], zero, _CMP_LT_OQ));
-        }
-        return;
-    }
-    default:
-        return;
-    }
-}
 
 KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_gemm_6x16_body(size_t mr, size_t nc, size_t k,
                                                                                    const float *a, size_t lda, const float *b,
@@ -117,7 +67,8 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_gemm_6x1
                 hi[i] = _mm256_add_ps(hi[i], rb);
             }
         }
-        kiln_activate_6x16(lo, hi, t);
+        kiln_activate256(lo, 6, t);
+        kiln_activate256(hi, 6, t);
     }
     if (nc == 16) {
         for (size_t i = 0; i < mr; i++) {

@@ -3,60 +3,10 @@
 // activations are applied to the accumulators before the only store.
 #if defined(__x86_64__)
 #include "kiln_kernels.h"
+#include "kiln_simd_activate.h"
 #include "kiln_unary.h"
 
 #include <immintrin.h>
-
-#define KILN_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
-
-// The activation of `op` on 8 rows of two vectors, NaN handled as in the scalar forms (max/min
-// return their second operand when either is NaN: relu and clip keep a NaN, the clamp of the
-// hard sigmoid maps it to 1 as fminf/fmaxf do).
-KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_activate_8x32(__m512 lo[8], __m512 hi[8],
-                                                                                    const kiln_tile_args *t) {
-    const __m512 zero = _mm512_setzero_ps();
-    switch (t->activation) {
-    case KILN_UNARY_RELU:
-        for (int i = 0; i < 8; i++) { lo[i] = _mm512_max_ps(zero, lo[i]); hi[i] = _mm512_max_ps(zero, hi[i]); }
-        return;
-    case KILN_UNARY_HARD_SWISH: {
-        const __m512 one = _mm512_set1_ps(1.0f), sixth = _mm512_set1_ps(1.0f / 6.0f), half = _mm512_set1_ps(0.5f);
-        for (int i = 0; i < 8; i++) {
-            __m512 g = _mm512_max_ps(_mm512_min_ps(_mm512_fmadd_ps(lo[i], sixth, half), one), zero);
-            lo[i] = _mm512_mul_ps(lo[i], g);
-            g = _mm512_max_ps(_mm512_min_ps(_mm512_fmadd_ps(hi[i], sixth, half), one), zero);
-            hi[i] = _mm512_mul_ps(hi[i], g);
-        }
-        return;
-    }
-    case KILN_UNARY_HARD_SIGMOID: {
-        const __m512 one = _mm512_set1_ps(1.0f), a = _mm512_set1_ps(t->alpha), b = _mm512_set1_ps(t->beta);
-        for (int i = 0; i < 8; i++) {
-            lo[i] = _mm512_max_ps(_mm512_min_ps(_mm512_fmadd_ps(a, lo[i], b), one), zero);
-            hi[i] = _mm512_max_ps(_mm512_min_ps(_mm512_fmadd_ps(a, hi[i], b), one), zero);
-        }
-        return;
-    }
-    case KILN_UNARY_CLIP: {
-        const __m512 a = _mm512_set1_ps(t->alpha), b = _mm512_set1_ps(t->beta);
-        for (int i = 0; i < 8; i++) {
-            lo[i] = _mm512_min_ps(b, _mm512_max_ps(a, lo[i]));
-            hi[i] = _mm512_min_ps(b, _mm512_max_ps(a, hi[i]));
-        }
-        return;
-    }
-    case KILN_UNARY_LEAKY_RELU: {
-        const __m512 a = _mm512_set1_ps(t->alpha);
-        for (int i = 0; i < 8; i++) {
-            lo[i] = _mm512_mask_mul_ps(lo[i], _mm512_cmp_ps_mask(lo[i], zero, _CMP_LT_OQ), lo[i], a);
-            hi[i] = _mm512_mask_mul_ps(hi[i], _mm512_cmp_ps_mask(hi[i], zero, _CMP_LT_OQ), hi[i], a);
-        }
-        return;
-    }
-    default:
-        return;
-    }
-}
 
 KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8x32_body(size_t mr, size_t nc, size_t k,
                                                                                      const float *a, size_t lda, const float *b,
@@ -110,7 +60,8 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8
                 hi[i] = _mm512_add_ps(hi[i], rb);
             }
         }
-        kiln_activate_8x32(lo, hi, t);
+        kiln_activate512(lo, 8, t);
+        kiln_activate512(hi, 8, t);
     }
     if (nc == 32) {
         for (size_t i = 0; i < mr; i++) {
