@@ -61,13 +61,17 @@ def ort_bench(model, inputs, repeat, threads):
 
 
 def machine_peak(tmp, threads):
-    """The probe's JSON (FMA GFLOP/s, read GB/s), or None when no C compiler is at hand."""
+    """The probe's JSON (FMA GFLOP/s, read GB/s), or None without a C compiler or off x86-64."""
     cc = shutil.which("clang") or shutil.which("cc")
     if not cc:
         return None
     exe = os.path.join(tmp, "peak")
-    subprocess.run([cc, "-O2", "-pthread", os.path.join(ROOT, "bench", "probe", "peak.c"), "-o", exe], check=True, capture_output=True)
-    return json.loads(subprocess.run([exe, str(threads)], check=True, capture_output=True, text=True).stdout)
+    try:
+        subprocess.run([cc, "-O2", "-pthread", os.path.join(ROOT, "bench", "probe", "peak.c"), "-o", exe], check=True, capture_output=True)
+        return json.loads(subprocess.run([exe, str(threads)], check=True, capture_output=True, text=True).stdout)
+    except (subprocess.CalledProcessError, json.JSONDecodeError) as e:
+        print(f"machine probe skipped: {e}")  # e.g. not x86-64: the probe uses x86 intrinsics
+        return None
 
 
 def model_flops(model, inputs, tmp):
