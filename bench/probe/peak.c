@@ -1,7 +1,7 @@
 // The machine's ceilings, for reading kernel numbers as fractions of them: float32 FMA peak
 // (AVX-512 and AVX2+FMA where the CPU has them, one and all threads) and read bandwidth of a
-// buffer far larger than the last-level cache. Prints JSON. Built and run by bench/runtime/run.py
-// and bench/probe/run.sh; not part of the library.
+// buffer far larger than the last-level cache. Prints JSON. Built and run by bench/runtime/run.py;
+// x86-64 only; not part of the library.
 //
 //     clang -O2 -pthread bench/probe/peak.c -o peak && ./peak [threads]
 #include <immintrin.h>
