@@ -190,9 +190,11 @@ static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_u
     const size_t kc_max = KILN_KC_FLOATS / nr;
     const size_t blocks = b->kind == KILN_B_F32 && k > kc_max ? (k + kc_max - 1) / kc_max : 1;
     const size_t kc_even = (k + blocks - 1) / blocks;
-    if (b->kind == KILN_B_F32 && !b->ldb && blocks == 1 && (p_end - p_begin) * k * nr * sizeof(float) <= KILN_ROWS_OUTER_BYTES) {
-        // Packed panels that fit in L2 together: row tiles outer, so each tile of A streams from
-        // memory once (not once per panel) while the panels stay in cache.
+    if (b->kind == KILN_B_F32 && !b->ldb && blocks == 1 && (p_end - p_begin) * k * nr * sizeof(float) <= KILN_ROWS_OUTER_BYTES &&
+        (m_end - m_begin) * k * sizeof(float) > KILN_ROWS_OUTER_BYTES / 2) {
+        // Packed panels that fit in L2 together and an A too large to stay there: row tiles outer,
+        // so each tile of A streams from memory once (not once per panel) while the panels stay in
+        // cache. A small A (a few tokens) keeps panels outer: each panel then serves every tile from L1.
         for (size_t m = m_begin; m < m_end; m += mr) {
             const size_t rows = m_end - m < mr ? m_end - m : mr;
             const float *at = lda ? a + m * lda : a + m * k;
