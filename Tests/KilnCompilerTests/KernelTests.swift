@@ -82,8 +82,10 @@ final class KernelTests: XCTestCase {
             }
             tested += 1
             var rng = Rng(state: 7)
-            // The last K spans several K blocks of the driver for every panel width but 8.
-            for (m, n, k) in [(1, 1, 1), (mr - 1, nr - 1, 5), (mr, nr, 17), (2 * mr + 3, 2 * nr + 5, 64), (3, 3, 300), (mr + 1, nr + 3, 4500)]
+            // (mr + 1, nr + 3, 4500) spans several K blocks of the driver for every panel width but 8;
+            // (300, 2 nr + 5, 300) has an A too large for L2 beside panels that fit: row tiles outer.
+            for (m, n, k) in [(1, 1, 1), (mr - 1, nr - 1, 5), (mr, nr, 17), (2 * mr + 3, 2 * nr + 5, 64), (3, 3, 300), (mr + 1, nr + 3, 4500),
+                              (300, 2 * nr + 5, 300)]
                 where m > 0 {
                 var a = (0 ..< m * k).map { _ in rng.next() }
                 if m > 2 { a[2 * k] = .nan } // row 2 is NaN throughout
