@@ -138,7 +138,6 @@ size_t kiln_f32_gemm_scratch_bytes(const kiln_packed_b *b) {
     return b->kind == KILN_B_F32 && b->ldb == 0 ? 0 : b->k * b->nr * sizeof(float);
 }
 
-
 typedef float kiln_v8r __attribute__((vector_size(32)));
 typedef float kiln_v8ru __attribute__((vector_size(32), aligned(4)));
 
@@ -174,6 +173,21 @@ static inline __attribute__((always_inline)) void kiln_gemm_row(size_t nr, size_
 // Bytes of packed panels below which a call walks row tiles outer (see the driver).
 #define KILN_ROWS_OUTER_BYTES (512u << 10)
 
+// The tile arguments of the tile at row m, column n0: the epilogue's when it applies to this call
+// (`last` K block), and whether to add to the tile already in C.
+static inline __attribute__((always_inline)) kiln_tile_args kiln_tile_args_at(const kiln_epilogue *epilogue, int apply, size_t m,
+                                                                              size_t n0, int accumulate) {
+    kiln_tile_args t = {NULL, NULL, KILN_UNARY_NONE, 0, 0, accumulate};
+    if (apply) {
+        t.col_bias = epilogue->bias ? epilogue->bias + n0 : NULL;
+        t.row_bias = epilogue->row_bias ? epilogue->row_bias + m : NULL;
+        t.activation = epilogue->activation;
+        t.alpha = epilogue->alpha;
+        t.beta = epilogue->beta;
+    }
+    return t;
+}
+
 // The driver. Without K blocking: panels outer, row tiles inner. With a K longer than one block
 // (float32 B only): K blocks outer, then panels, then row tiles, each block after the first
 // accumulating into C; the epilogue, applied by the microkernel before it stores, comes with the
@@ -200,14 +214,7 @@ static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_u
             const float *at = lda ? a + m * lda : a + m * k;
             for (size_t p = p_begin; p < p_end; p++) {
                 const size_t n0 = p * nr, nc = b->n - n0 < nr ? b->n - n0 : nr;
-                kiln_tile_args t = {NULL, NULL, KILN_UNARY_NONE, 0, 0, 0};
-                if (apply) {
-                    t.col_bias = epilogue->bias ? epilogue->bias + n0 : NULL;
-                    t.row_bias = epilogue->row_bias ? epilogue->row_bias + m : NULL;
-                    t.activation = epilogue->activation;
-                    t.alpha = epilogue->alpha;
-                    t.beta = epilogue->beta;
-                }
+                const kiln_tile_args t = kiln_tile_args_at(epilogue, apply, m, n0, 0);
                 ukernel(rows, nc, k, at, lda, (const float *)b->data + p * k * nr, nr, c + m * ldc + n0, ldc, apply ? &t : NULL);
             }
         }
@@ -240,14 +247,7 @@ static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_u
                 const size_t rows = m_end - m < mr ? m_end - m : mr;
                 float *tile = c + m * ldc + n0;
                 const float *at = lda ? a + m * lda + k0 : a + m * k + k0 * mr;
-                kiln_tile_args t = {NULL, NULL, KILN_UNARY_NONE, 0, 0, kb > 0};
-                if (apply && last) {
-                    t.col_bias = epilogue->bias ? epilogue->bias + n0 : NULL;
-                    t.row_bias = epilogue->row_bias ? epilogue->row_bias + m : NULL;
-                    t.activation = epilogue->activation;
-                    t.alpha = epilogue->alpha;
-                    t.beta = epilogue->beta;
-                }
+                const kiln_tile_args t = kiln_tile_args_at(epilogue, apply && last, m, n0, kb > 0);
                 const int plain = !t.accumulate && !(apply && last);
                 if (rows == 1 && lda && blocks == 1 && nc == nr && (nr == 16 || nr == 32)) {
                     kiln_gemm_row(nr, kc, at, panel, ldb, tile); // a microkernel would compute mr copies of the row
@@ -270,52 +270,6 @@ __attribute__((target("avx2,fma"))) static void kiln_gemm_driver_avx2(KILN_GEMM_
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
 static void kiln_gemm_driver_avx512(KILN_GEMM_DRIVER_ARGS) { kiln_gemm_body(KILN_GEMM_DRIVER_CALL); }
 #endif
-
-// C[m x n] = A[m x k] · B[k x n] for a few columns (n ≤ 8): dot products along k in vector lanes,
-// so a matrix-vector product reads each weight once instead of filling a panel of one column.
-typedef float kiln_v8f __attribute__((vector_size(32)));
-typedef float kiln_v8fu __attribute__((vector_size(32), aligned(4)));
-
-static inline __attribute__((always_inline)) void kiln_gemm_narrow_body(size_t m, size_t n, size_t k, const float *a, size_t lda,
-                                                                        const float *bt, float *c, size_t ldc,
-                                                                        const kiln_epilogue *e) {
-    // bt: B transposed, n rows of k floats.
-    const size_t k8 = k & ~(size_t)7;
-    for (size_t i = 0; i < m; i++) {
-        const float *ar = a + i * lda;
-        for (size_t j = 0; j < n; j++) {
-            const float *br = bt + j * k;
-            kiln_v8f acc0 = {0}, acc1 = {0};
-            size_t p = 0;
-            for (; p + 16 <= k8; p += 16) {
-                acc0 += *(const kiln_v8fu *)(ar + p) * *(const kiln_v8fu *)(br + p);
-                acc1 += *(const kiln_v8fu *)(ar + p + 8) * *(const kiln_v8fu *)(br + p + 8);
-            }
-            for (; p < k8; p += 8) acc0 += *(const kiln_v8fu *)(ar + p) * *(const kiln_v8fu *)(br + p);
-            acc0 += acc1;
-            float sum = ((acc0[0] + acc0[1]) + (acc0[2] + acc0[3])) + ((acc0[4] + acc0[5]) + (acc0[6] + acc0[7]));
-            for (; p < k; p++) sum += ar[p] * br[p];
-            c[i * ldc + j] = sum;
-        }
-    }
-    if (e) kiln_tile_epilogue(m, n, c, ldc, e->bias, e->row_bias, e);
-}
-
-static void kiln_gemm_narrow_scalar(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *bt, float *c, size_t ldc,
-                                    const kiln_epilogue *e) { kiln_gemm_narrow_body(m, n, k, a, lda, bt, c, ldc, e); }
-#if defined(__x86_64__)
-__attribute__((target("avx2,fma")))
-static void kiln_gemm_narrow_avx2(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *bt, float *c, size_t ldc,
-                                  const kiln_epilogue *e) { kiln_gemm_narrow_body(m, n, k, a, lda, bt, c, ldc, e); }
-#endif
-
-void kiln_f32_gemm_narrow(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *bt, float *c, size_t ldc,
-                          const kiln_epilogue *e) {
-#if defined(__x86_64__)
-    if (kiln_cpu_features() & KILN_CPU_X86_V3) { kiln_gemm_narrow_avx2(m, n, k, a, lda, bt, c, ldc, e); return; }
-#endif
-    kiln_gemm_narrow_scalar(m, n, k, a, lda, bt, c, ldc, e);
-}
 
 // C[m x n] = A · B for n ≤ 4 columns with A packed in row tiles of MR (as `kiln_f32_gemm` with
 // lda == 0): each tile streams its K x MR block once for all columns, two steps of k at a time
@@ -366,11 +320,23 @@ static void kiln_narrow_packed_avx2(size_t mr, size_t m, size_t n, size_t k, con
 
 void kiln_f32_gemm_narrow_packed(size_t mr, size_t m, size_t n, size_t k, const float *a, const float *bt, float *c, size_t ldc,
                                  const kiln_epilogue *e) {
-    if (n > 4 || mr > KILN_MAX_MR || mr == 0) return;
+    if (mr > KILN_MAX_MR || mr == 0) return; // no microkernel has such a tile
+    // Four columns at a time (the accumulators the body keeps), each group with its bias.
+    for (size_t j0 = 0; j0 < n; j0 += 4) {
+        const size_t nj = n - j0 < 4 ? n - j0 : 4;
+        kiln_epilogue part;
+        if (e) {
+            part = *e;
+            part.bias = e->bias ? e->bias + j0 : NULL;
+        }
 #if defined(__x86_64__)
-    if (kiln_cpu_features() & KILN_CPU_X86_V3) { kiln_narrow_packed_avx2(mr, m, n, k, a, bt, c, ldc, e); return; }
+        if (kiln_cpu_features() & KILN_CPU_X86_V3) {
+            kiln_narrow_packed_avx2(mr, m, nj, k, a, bt + j0 * k, c + j0, ldc, e ? &part : NULL);
+            continue;
+        }
 #endif
-    kiln_narrow_packed_scalar(mr, m, n, k, a, bt, c, ldc, e);
+        kiln_narrow_packed_scalar(mr, m, nj, k, a, bt + j0 * k, c + j0, ldc, e ? &part : NULL);
+    }
 }
 
 void kiln_f32_gemm(KILN_GEMM_DRIVER_ARGS) {

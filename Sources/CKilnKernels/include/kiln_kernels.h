@@ -140,13 +140,9 @@ void kiln_f32_gemm(kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b
                    size_t m_begin, size_t m_end, size_t p_begin, size_t p_end,
                    const kiln_epilogue *epilogue, float *scratch);
 
-/// C[m x n] = epilogue(A[m x k] · B) for narrow B (a few columns), given B transposed (`bt`: n rows
-/// of k floats): dot products along k. The epilogue's bias is per column, `row_bias` per row.
-void kiln_f32_gemm_narrow(size_t m, size_t n, size_t k, const float *a, size_t lda, const float *bt, float *c, size_t ldc,
-                          const kiln_epilogue *e);
-
-/// As `kiln_f32_gemm_narrow` (n ≤ 4 columns, `bt` B transposed) with A packed in row tiles of
-/// `mr` ≤ 8 (the layout of `kiln_f32_gemm` with lda == 0). The epilogue's `row_bias` starts at row 0.
+/// C[m x n] = epilogue(A[m x k] · B) for narrow B (a few columns, given transposed: `bt`, n rows
+/// of k floats) with A packed in row tiles of `mr` ≤ 8 (the layout of `kiln_f32_gemm` with
+/// lda == 0): dot products along k. The epilogue's bias is per column, `row_bias` per row from row 0.
 void kiln_f32_gemm_narrow_packed(size_t mr, size_t m, size_t n, size_t k, const float *a, const float *bt, float *c, size_t ldc,
                                  const kiln_epilogue *e);
 

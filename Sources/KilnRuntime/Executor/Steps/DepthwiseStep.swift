@@ -22,7 +22,7 @@ struct DepthwiseStep: StepKernel, @unchecked Sendable {
         kernel = DepthwiseStep.variant(id.isa)
     }
 
-    /// The C variant of an ISA (`KILN_VECTOR_ISAS`).
+    /// The C variant of an ISA (scalar, AVX2, AVX-512).
     static func variant(_ isa: ISA) -> Kernel {
         #if arch(x86_64)
         if isa == .avx512 { return kiln_f32_dwconv2d__avx512 }
