@@ -30,6 +30,22 @@ static inline void kiln_ukernel_scalar(size_t MR, size_t NR, size_t mr, size_t n
 
 void kiln_f32_gemm_4x8__scalar(KILN_UKERNEL_PARAMS) { kiln_ukernel_scalar(4, 8, mr, nc, k, a, lda, b, ldb, c, ldc, t); }
 
+void kiln_f32_igemm_4x8__scalar(KILN_IGEMM_PARAMS) {
+    float acc[4][8] = {{0}};
+    for (size_t p = 0; p < k; p++) {
+        const float *row = b + p * 8;
+        for (size_t i = 0; i < mr; i++) {
+            const float av = rows[i][offsets[p]];
+            for (size_t j = 0; j < 8; j++) acc[i][j] += av * row[j];
+        }
+    }
+    for (size_t i = 0; i < mr; i++) {
+        if (t && t->accumulate) for (size_t j = 0; j < nc; j++) c[i * ldc + j] += acc[i][j];
+        else memcpy(c + i * ldc, acc[i], nc * sizeof(float));
+    }
+    if (t) kiln_tile_args_apply(mr, nc, c, ldc, t);
+}
+
 void kiln_f32_gemm_4x16__scalar(KILN_UKERNEL_PARAMS) { kiln_ukernel_scalar(4, 16, mr, nc, k, a, lda, b, ldb, c, ldc, t); }
 
 typedef struct {
@@ -198,6 +214,7 @@ static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_u
                                                                  const kiln_epilogue *epilogue, float *scratch) {
     const size_t k = b->k, nr = b->nr;
     const int apply = epilogue && (epilogue->bias || epilogue->row_bias || epilogue->activation != KILN_UNARY_NONE);
+    const int residual = epilogue && epilogue->accumulate;
     // An unpacked B is read in place when few row tiles reuse each panel; otherwise each panel
     // block is first copied into scratch (contiguous, so it stays in L1 across the row tiles).
     const int copy_panels = scratch && (m_end - m_begin + mr - 1) / mr >= 4;
@@ -214,8 +231,8 @@ static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_u
             const float *at = lda ? a + m * lda : a + m * k;
             for (size_t p = p_begin; p < p_end; p++) {
                 const size_t n0 = p * nr, nc = b->n - n0 < nr ? b->n - n0 : nr;
-                const kiln_tile_args t = kiln_tile_args_at(epilogue, apply, m, n0, 0);
-                ukernel(rows, nc, k, at, lda, (const float *)b->data + p * k * nr, nr, c + m * ldc + n0, ldc, apply ? &t : NULL);
+                const kiln_tile_args t = kiln_tile_args_at(epilogue, apply, m, n0, residual);
+                ukernel(rows, nc, k, at, lda, (const float *)b->data + p * k * nr, nr, c + m * ldc + n0, ldc, apply || residual ? &t : NULL);
             }
         }
         return;
@@ -247,15 +264,45 @@ static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_u
                 const size_t rows = m_end - m < mr ? m_end - m : mr;
                 float *tile = c + m * ldc + n0;
                 const float *at = lda ? a + m * lda + k0 : a + m * k + k0 * mr;
-                const kiln_tile_args t = kiln_tile_args_at(epilogue, apply && last, m, n0, kb > 0);
+                const kiln_tile_args t = kiln_tile_args_at(epilogue, apply && last, m, n0, kb > 0 || residual);
                 const int plain = !t.accumulate && !(apply && last);
-                if (rows == 1 && lda && blocks == 1 && nc == nr && (nr == 16 || nr == 32)) {
+                if (rows == 1 && lda && blocks == 1 && !residual && nc == nr && (nr == 16 || nr == 32)) {
                     kiln_gemm_row(nr, kc, at, panel, ldb, tile); // a microkernel would compute mr copies of the row
                     if (!plain) kiln_tile_args_apply(1, nc, tile, ldc, &t);
                 } else {
                     ukernel(rows, nc, kc, at, lda, panel, ldb, tile, ldc, plain ? NULL : &t);
                 }
             }
+        }
+    }
+}
+
+void kiln_f32_igemm(kiln_f32_igemm_ukernel ukernel, size_t mr, const kiln_packed_b *b, const float *x, size_t row_step,
+                    size_t pixel_step, size_t ow, const int32_t *offsets, float *c, size_t ldc, size_t m_begin, size_t m_end,
+                    size_t p_begin, size_t p_end, const kiln_epilogue *epilogue, float *scratch) {
+    const size_t k = b->k, nr = b->nr;
+    const int apply = epilogue && (epilogue->bias || epilogue->row_bias || epilogue->activation != KILN_UNARY_NONE);
+    const int residual = epilogue && epilogue->accumulate;
+    if (mr > KILN_MAX_MR) return; // no microkernel has such a tile
+    for (size_t p = p_begin; p < p_end; p++) {
+        const float *panel;
+        if (b->kind == KILN_B_F32) {
+            panel = (const float *)b->data + p * k * nr;
+        } else {
+            kiln_unpack_b_panel(b, p, scratch);
+            panel = scratch;
+        }
+        const size_t n0 = p * nr, nc = b->n - n0 < nr ? b->n - n0 : nr;
+        for (size_t m = m_begin; m < m_end; m += mr) {
+            const size_t rows = m_end - m < mr ? m_end - m : mr;
+            const float *base[KILN_MAX_MR];
+            size_t oy = m / ow, ox = m % ow;
+            for (size_t i = 0; i < rows; i++) {
+                base[i] = x + oy * row_step + ox * pixel_step;
+                if (++ox == ow) { ox = 0; oy++; }
+            }
+            const kiln_tile_args t = kiln_tile_args_at(epilogue, apply, m, n0, residual);
+            ukernel(rows, nc, k, base, offsets, panel, c + m * ldc + n0, ldc, apply || residual ? &t : NULL);
         }
     }
 }

@@ -6,22 +6,42 @@
 #include "kiln_unary.h"
 
 #include <immintrin.h>
+
+// Loops over the accumulators run to this constant (rows past `mr` skipped inside), so every index
+// is known at compile time and the accumulators stay in registers through the k loop.
+#define KILN_TILE_ROWS 6
 #include <string.h>
 
 KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_gemm_6x16_body(size_t mr, size_t nc, size_t k,
                                                                                    const float *a, size_t lda, const float *b,
                                                                                    size_t ldb, float *c, size_t ldc,
-                                                                                   const kiln_tile_args *t, const int packed) {
-    __m256 lo[6], hi[6];
-    for (int i = 0; i < 6; i++) lo[i] = hi[i] = _mm256_setzero_ps();
-    if (packed) {
+                                                                                   const kiln_tile_args *t, const int packed,
+                                                                                   const float *const *rows, const int32_t *offsets) {
+    // The k loop accumulates in arrays indexed only by constants (registers); the epilogue then
+    // reads lo/hi, which it may index by row.
+    __m256 l[6], h[6];
+    for (int i = 0; i < 6; i++) l[i] = h[i] = _mm256_setzero_ps();
+    if (packed == 2) {
+        // Indirect A: element (i, p) at rows[i][offsets[p]] (an implicit im2col).
+        const float *r[6];
+        for (int i = 0; i < 6; i++) r[i] = rows[(size_t)i < mr ? i : mr - 1];
+        for (size_t p = 0; p < k; p++) {
+            const __m256 b0 = _mm256_loadu_ps(b + p * ldb), b1 = _mm256_loadu_ps(b + p * ldb + 8);
+            const int32_t o = offsets[p];
+            for (int i = 0; i < 6; i++) {
+                const __m256 v = _mm256_broadcast_ss(r[i] + o);
+                l[i] = _mm256_fmadd_ps(v, b0, l[i]);
+                h[i] = _mm256_fmadd_ps(v, b1, h[i]);
+            }
+        }
+    } else if (packed) {
         for (size_t p = 0; p < k; p++) {
             const __m256 b0 = _mm256_loadu_ps(b + p * ldb), b1 = _mm256_loadu_ps(b + p * ldb + 8);
             const float *ap = a + p * 6;
             for (int i = 0; i < 6; i++) {
                 const __m256 v = _mm256_broadcast_ss(ap + i);
-                lo[i] = _mm256_fmadd_ps(v, b0, lo[i]);
-                hi[i] = _mm256_fmadd_ps(v, b1, hi[i]);
+                l[i] = _mm256_fmadd_ps(v, b0, l[i]);
+                h[i] = _mm256_fmadd_ps(v, b1, h[i]);
             }
         }
     } else {
@@ -33,14 +53,16 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_gemm_6x1
             const __m256 b0 = _mm256_loadu_ps(b + p * ldb), b1 = _mm256_loadu_ps(b + p * ldb + 8);
             for (int i = 0; i < 6; i++) {
                 const __m256 v = _mm256_broadcast_ss(r[i] + p);
-                lo[i] = _mm256_fmadd_ps(v, b0, lo[i]);
-                hi[i] = _mm256_fmadd_ps(v, b1, hi[i]);
+                l[i] = _mm256_fmadd_ps(v, b0, l[i]);
+                h[i] = _mm256_fmadd_ps(v, b1, h[i]);
             }
         }
     }
+    __m256 lo[6], hi[6];
+    for (int i = 0; i < 6; i++) { lo[i] = l[i]; hi[i] = h[i]; }
     if (t && t->accumulate) {
         float tile[16] = {0};
-        for (size_t i = 0; i < mr; i++) {
+        for (int i = 0; i < KILN_TILE_ROWS; i++) if ((size_t)i < mr) {
             const float *row = c + i * ldc;
             if (nc == 16) {
                 lo[i] = _mm256_add_ps(lo[i], _mm256_loadu_ps(row));
@@ -71,13 +93,13 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_gemm_6x1
         kiln_activate256(hi, 6, t);
     }
     if (nc == 16) {
-        for (size_t i = 0; i < mr; i++) {
+        for (int i = 0; i < KILN_TILE_ROWS; i++) if ((size_t)i < mr) {
             _mm256_storeu_ps(c + i * ldc, lo[i]);
             _mm256_storeu_ps(c + i * ldc + 8, hi[i]);
         }
     } else {
         float tile[16];
-        for (size_t i = 0; i < mr; i++) {
+        for (int i = 0; i < KILN_TILE_ROWS; i++) if ((size_t)i < mr) {
             _mm256_storeu_ps(tile, lo[i]);
             _mm256_storeu_ps(tile + 8, hi[i]);
             memcpy(c + i * ldc, tile, nc * sizeof(float));
@@ -87,7 +109,11 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_gemm_6x1
 }
 
 KILN_TARGET_AVX2 void kiln_f32_gemm_6x16__avx2(KILN_UKERNEL_PARAMS) {
-    if (lda == 0) kiln_gemm_6x16_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 1);
-    else kiln_gemm_6x16_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 0);
+    if (lda == 0) kiln_gemm_6x16_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 1, NULL, NULL);
+    else kiln_gemm_6x16_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 0, NULL, NULL);
+}
+
+KILN_TARGET_AVX2 void kiln_f32_igemm_6x16__avx2(KILN_IGEMM_PARAMS) {
+    kiln_gemm_6x16_body(mr, nc, k, NULL, 0, b, 16, c, ldc, t, 2, rows, offsets);
 }
 #endif

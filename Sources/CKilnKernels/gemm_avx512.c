@@ -8,21 +8,41 @@
 
 #include <immintrin.h>
 
+// Loops over the accumulators run to this constant (rows past `mr` skipped inside), so every index
+// is known at compile time and the accumulators stay in registers through the k loop.
+#define KILN_TILE_ROWS 8
+
 KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8x32_body(size_t mr, size_t nc, size_t k,
                                                                                      const float *a, size_t lda, const float *b,
                                                                                      size_t ldb, float *c, size_t ldc,
-                                                                                     const kiln_tile_args *t, const int packed) {
-    __m512 lo[8], hi[8];
-    for (int i = 0; i < 8; i++) lo[i] = hi[i] = _mm512_setzero_ps();
-    if (packed) {
+                                                                                     const kiln_tile_args *t, const int packed,
+                                                                                     const float *const *rows, const int32_t *offsets) {
+    // The k loop accumulates in arrays indexed only by constants (registers); the epilogue then
+    // reads lo/hi, which it may index by row.
+    __m512 l[8], h[8];
+    for (int i = 0; i < 8; i++) l[i] = h[i] = _mm512_setzero_ps();
+    if (packed == 2) {
+        // Indirect A: element (i, p) at rows[i][offsets[p]] (an implicit im2col).
+        const float *r[8];
+        for (int i = 0; i < 8; i++) r[i] = rows[(size_t)i < mr ? i : mr - 1];
+        for (size_t p = 0; p < k; p++) {
+            const __m512 b0 = _mm512_loadu_ps(b + p * ldb), b1 = _mm512_loadu_ps(b + p * ldb + 16);
+            const int32_t o = offsets[p];
+            for (int i = 0; i < 8; i++) {
+                const __m512 v = _mm512_set1_ps(r[i][o]);
+                l[i] = _mm512_fmadd_ps(v, b0, l[i]);
+                h[i] = _mm512_fmadd_ps(v, b1, h[i]);
+            }
+        }
+    } else if (packed) {
         // Eight rows interleaved per step of k: one stream of broadcasts.
         for (size_t p = 0; p < k; p++) {
             const __m512 b0 = _mm512_loadu_ps(b + p * ldb), b1 = _mm512_loadu_ps(b + p * ldb + 16);
             const float *ap = a + p * 8;
             for (int i = 0; i < 8; i++) {
                 const __m512 v = _mm512_set1_ps(ap[i]);
-                lo[i] = _mm512_fmadd_ps(v, b0, lo[i]);
-                hi[i] = _mm512_fmadd_ps(v, b1, hi[i]);
+                l[i] = _mm512_fmadd_ps(v, b0, l[i]);
+                h[i] = _mm512_fmadd_ps(v, b1, h[i]);
             }
         }
     } else {
@@ -34,15 +54,17 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8
             const __m512 b0 = _mm512_loadu_ps(b + p * ldb), b1 = _mm512_loadu_ps(b + p * ldb + 16);
             for (int i = 0; i < 8; i++) {
                 const __m512 v = _mm512_set1_ps(r[i][p]);
-                lo[i] = _mm512_fmadd_ps(v, b0, lo[i]);
-                hi[i] = _mm512_fmadd_ps(v, b1, hi[i]);
+                l[i] = _mm512_fmadd_ps(v, b0, l[i]);
+                h[i] = _mm512_fmadd_ps(v, b1, h[i]);
             }
         }
     }
+    __m512 lo[8], hi[8];
+    for (int i = 0; i < 8; i++) { lo[i] = l[i]; hi[i] = h[i]; }
     const __mmask16 m0 = (__mmask16)(nc >= 16 ? 0xffffu : (1u << nc) - 1u);
     const __mmask16 m1 = (__mmask16)(nc >= 32 ? 0xffffu : nc > 16 ? (1u << (nc - 16)) - 1u : 0u);
     if (t && t->accumulate) {
-        for (size_t i = 0; i < mr; i++) {
+        for (int i = 0; i < KILN_TILE_ROWS; i++) if ((size_t)i < mr) {
             lo[i] = _mm512_add_ps(lo[i], _mm512_maskz_loadu_ps(m0, c + i * ldc));
             hi[i] = _mm512_add_ps(hi[i], _mm512_maskz_loadu_ps(m1, c + i * ldc + 16));
         }
@@ -64,12 +86,12 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8
         kiln_activate512(hi, 8, t);
     }
     if (nc == 32) {
-        for (size_t i = 0; i < mr; i++) {
+        for (int i = 0; i < KILN_TILE_ROWS; i++) if ((size_t)i < mr) {
             _mm512_storeu_ps(c + i * ldc, lo[i]);
             _mm512_storeu_ps(c + i * ldc + 16, hi[i]);
         }
     } else {
-        for (size_t i = 0; i < mr; i++) {
+        for (int i = 0; i < KILN_TILE_ROWS; i++) if ((size_t)i < mr) {
             _mm512_mask_storeu_ps(c + i * ldc, m0, lo[i]);
             _mm512_mask_storeu_ps(c + i * ldc + 16, m1, hi[i]);
         }
@@ -78,7 +100,11 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8
 }
 
 KILN_TARGET_AVX512 void kiln_f32_gemm_8x32__avx512(KILN_UKERNEL_PARAMS) {
-    if (lda == 0) kiln_gemm_8x32_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 1);
-    else kiln_gemm_8x32_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 0);
+    if (lda == 0) kiln_gemm_8x32_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 1, NULL, NULL);
+    else kiln_gemm_8x32_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 0, NULL, NULL);
+}
+
+KILN_TARGET_AVX512 void kiln_f32_igemm_8x32__avx512(KILN_IGEMM_PARAMS) {
+    kiln_gemm_8x32_body(mr, nc, k, NULL, 0, b, 32, c, ldc, t, 2, rows, offsets);
 }
 #endif

@@ -8,12 +8,14 @@ public enum Compiler {
         ConstantFolding.name: ConstantFolding(),
         BatchNormFolding.name: BatchNormFolding(),
         EpilogueFusion.name: EpilogueFusion(),
+        ChannelsLastLayout.name: ChannelsLastLayout(),
         Lowering.name: Lowering(),
     ]
 
     /// The default pipeline: clean up, fold, fuse, lower.
     public static let defaultPipeline = [
-        DeadCodeElimination.name, ConstantFolding.name, BatchNormFolding.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
+        DeadCodeElimination.name, ConstantFolding.name, BatchNormFolding.name, EpilogueFusion.name, ChannelsLastLayout.name,
+        DeadCodeElimination.name, Lowering.name,
     ]
 
     /// What to compile for.

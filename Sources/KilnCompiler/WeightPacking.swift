@@ -112,6 +112,21 @@ enum WeightPacking {
         return Weight(name: name, dtype: .float32, shape: w.shape, encoding: .dense(blob))
     }
 
+    /// Reorders a depthwise convolution weight [C, 1, kh, kw] to [kh, kw, C] (float32): each tap's
+    /// channels contiguous, as the channels-last kernel reads them in vectors.
+    static func packTaps(_ w: Weight, name: String) throws -> Weight {
+        let dense = try WeightDecoding.dense(w)
+        guard dense.scalarType == .float32, w.shape.count == 4, w.shape[1] == 1 else {
+            throw CompileError("weight '\(w.name)' is not a float32 [C, 1, kh, kw] depthwise weight")
+        }
+        let values = dense.scalars(as: Float.self)
+        let (c, kh, kw) = (w.shape[0], w.shape[2], w.shape[3])
+        var out = [Float](repeating: 0, count: values.count)
+        for ch in 0 ..< c { for t in 0 ..< kh * kw { out[t * c + ch] = values[ch * kh * kw + t] } }
+        let blob = WeightBlob(dtype: .float32, shape: [kh, kw, c], data: ByteStorage(out.withUnsafeBytes { Array($0) }))
+        return Weight(name: name, dtype: .float32, shape: w.shape, encoding: .dense(blob))
+    }
+
     /// The K block size when the block of (k, n) depends only on (k / size, n); nil otherwise.
     static func kBlock(_ o: Orientation, _ block: (Int) -> Int) -> Int? {
         guard o.k > 0, o.n > 0 else { return nil }

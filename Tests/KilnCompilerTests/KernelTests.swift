@@ -137,6 +137,73 @@ final class KernelTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(tested, 2)
     }
 
+    /// The indirect microkernels (implicit im2col) through `kiln_f32_igemm`: a padded NHWC image,
+    /// windows with stride and dilation, pixel ranges that start inside a row and end past tile
+    /// edges, panel ranges, column bias, activations in registers and on the stored tile, and a
+    /// residual already in C; against the same GEMM over explicit im2col rows.
+    func testIndirectMicrokernels() throws {
+        let kernels: [(String, kiln_f32_igemm_ukernel, Int, Int, ISA)] = {
+            var all: [(String, kiln_f32_igemm_ukernel, Int, Int, ISA)] = [("f32_igemm_4x8__scalar", kiln_f32_igemm_4x8__scalar, 4, 8, .scalar)]
+            #if arch(x86_64)
+            all += [("f32_igemm_6x16__avx2", kiln_f32_igemm_6x16__avx2, 6, 16, .avx2), ("f32_igemm_8x32__avx512", kiln_f32_igemm_8x32__avx512, 8, 32, .avx512)]
+            #endif
+            return all
+        }()
+        var rng = Rng(state: 11)
+        for (name, uk, mr, nr, isa) in kernels {
+            guard isa.isRunnableOnHost else {
+                print("skipped: \(name) (this CPU lacks \(isa.rawValue))")
+                continue
+            }
+            // Image h × w × c, window kh × kw, stride s, dilation d, zero padding p on every side.
+            for (h, w, c, kh, kw, s, d, p, n) in [(5, 7, 3, 3, 3, 1, 1, 1, 5), (9, 8, 4, 3, 2, 2, 1, 1, 2 * nr + 3), (6, 6, 1, 1, 1, 1, 1, 0, nr),
+                                                  (7, 9, 5, 3, 3, 1, 2, 2, nr - 1), (4, 13, 2, 5, 5, 2, 1, 2, 1)] {
+                let (hp, wp) = (h + 2 * p, w + 2 * p)
+                let oh = (hp - (kh - 1) * d - 1) / s + 1, ow = (wp - (kw - 1) * d - 1) / s + 1
+                let image = (0 ..< h * w * c).map { _ in rng.next() }
+                var padded = [Float](repeating: 0, count: hp * wp * c)
+                kiln_f32_pad_planes(1, h, w, c, image, p, p, hp, wp, &padded)
+                let k = kh * kw * c
+                var offsets: [Int32] = []
+                for ky in 0 ..< kh { for kx in 0 ..< kw { for ch in 0 ..< c { offsets.append(Int32((ky * d * wp + kx * d) * c + ch)) } } }
+                // Explicit im2col rows of the padded image.
+                var a = [Float](repeating: 0, count: oh * ow * k)
+                for r in 0 ..< oh * ow { for q in 0 ..< k { a[r * k + q] = padded[((r / ow) * s * wp + (r % ow) * s) * c + Int(offsets[q])] } }
+                let bm = (0 ..< k * n).map { _ in rng.next() }, bias = (0 ..< n).map { _ in rng.next() }
+                let residual = (0 ..< oh * ow * n).map { _ in rng.next() }
+                let panels = (n + nr - 1) / nr
+                var packed = [Float](repeating: 0, count: panels * k * nr)
+                kiln_f32_pack_b(k, n, nr, bm, n, 1, &packed)
+                let plain = reference(oh * ow, n, k, a, bm)
+                let m = oh * ow, begin = min(1, m - 1)
+                for (code, alpha, beta) in [(Int32(KILN_UNARY_NONE), Float(0), Float(0)), (Int32(KILN_UNARY_HARD_SWISH), 0, 0), (Int32(KILN_UNARY_SIGMOID), 0, 0)] {
+                    for accumulate in [false, true] {
+                        var want = plain
+                        for i in 0 ..< m { for j in 0 ..< n { want[i * n + j] += bias[j] + (accumulate ? residual[i * n + j] : 0) } }
+                        var e = kiln_epilogue()
+                        e.activation = code; e.alpha = alpha; e.beta = beta
+                        kiln_f32_epilogue(m, n, &want, n, nil, &e)
+                        var out = accumulate ? residual : [Float](repeating: .nan, count: m * n)
+                        bias.withUnsafeBufferPointer { cb in packed.withUnsafeBufferPointer { pb in padded.withUnsafeBufferPointer { xp in
+                            var b = kiln_packed_b()
+                            b.kind = Int32(KILN_B_F32); b.k = k; b.n = n; b.nr = nr; b.data = UnsafeRawPointer(pb.baseAddress!)
+                            var ep = e
+                            ep.bias = cb.baseAddress; ep.accumulate = accumulate ? 1 : 0
+                            // Rows [0, begin) over every panel, then [begin, m) split in two panel ranges.
+                            kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, &out, n, 0, begin, 0, panels, &ep, nil)
+                            kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, &out, n, begin, m, 0, 1, &ep, nil)
+                            kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, &out, n, begin, m, 1, panels, &ep, nil)
+                        } } }
+                        for i in 0 ..< m * n where !(abs(out[i] - want[i]) <= 1e-4 * Float(k)) {
+                            XCTFail("\(name) \(h)x\(w)x\(c) k\(kh)x\(kw) s\(s) d\(d) p\(p) n=\(n) activation \(code) residual \(accumulate): index \(i) got \(out[i]) want \(want[i])")
+                            break
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Global pools against plain Swift at sizes around the vector width; a NaN never wins the max.
     func testGlobalPools() {
         for n in [1, 7, 8, 15, 16, 17, 33, 508] {

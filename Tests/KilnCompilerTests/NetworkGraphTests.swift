@@ -87,6 +87,43 @@ final class NetworkGraphTests: XCTestCase {
         try await assertCompilesWithoutReference(try g.b.build(), ["x": floats([2, 6, 20, 20], 3)], "convolution paths")
     }
 
+    /// MobileNet-style blocks, run channels-last: a strided stem reading the input planes,
+    /// depthwise convolutions (3×3 and 5×5, strides 1 and 2, dilated, channel counts that are not a
+    /// multiple of a vector, planes narrower than a pixel tile), a squeeze-excitation scale, a
+    /// residual add, 1×1 and 3×3 dense convolutions, max and average pools (with and without pads
+    /// counted), a global pool and a flatten back to channels-first; two images.
+    func testChannelsLastBlocks() async throws {
+        var g = Graph("mobile")
+        let stem = try g.weight("stem", [20, 3, 3, 3]), stemBias = try g.weight("stem_bias", [20])
+        let dw1 = try g.weight("dw1", [20, 1, 3, 3]), dwBias = try g.weight("dw_bias", [20])
+        let pw = try g.weight("pw", [36, 20, 1, 1], scale: 0.2), dw2 = try g.weight("dw2", [36, 1, 5, 5], scale: 0.2)
+        let se1 = try g.weight("se1", [9, 36, 1, 1]), se2 = try g.weight("se2", [36, 9, 1, 1])
+        let proj = try g.weight("proj", [36, 36, 1, 1], scale: 0.1), dw3 = try g.weight("dw3", [36, 1, 3, 3])
+        let dense = try g.weight("dense", [17, 36, 3, 3], scale: 0.1)
+        var f = g.b.function("main")
+        let x = f.input("x", TensorType(.float32, ["n", 3, 23, 21]))
+        let s0 = try f.apply1("hard_swish", [try f.apply1("conv", [x, f.use(stem), f.use(stemBias)], ["strides": .ints([2, 2]), "pads": .ints([1, 1, 1, 1])])])
+        let d1 = try f.apply1("relu", [try f.apply1("conv", [s0, f.use(dw1), f.use(dwBias)], ["group": .int(20), "pads": .ints([1, 1, 1, 1])])])
+        let p1 = try f.apply1("conv", [d1, f.use(pw)], [:])
+        let d2 = try f.apply1("hard_swish", [try f.apply1("conv", [p1, f.use(dw2)], ["group": .int(36), "strides": .ints([2, 2]), "pads": .ints([2, 2, 2, 2])])])
+        let squeeze = try f.apply1("relu", [try f.apply1("conv", [try f.apply1("global_average_pool", [d2]), f.use(se1)], [:])])
+        let gate = try f.apply1("hard_sigmoid", [try f.apply1("conv", [squeeze, f.use(se2)], [:])])
+        let excited = try f.apply1("mul", [d2, gate])
+        let residual = try f.apply1("add", [try f.apply1("conv", [excited, f.use(proj)], [:]), d2])
+        let d3 = try f.apply1("conv", [residual, f.use(dw3)], ["group": .int(36), "dilations": .ints([2, 2]), "pads": .ints([2, 2, 2, 2])])
+        let c4 = try f.apply1("conv", [d3, f.use(dense)], ["pads": .ints([1, 0, 1, 0])])
+        let mp = try f.apply1("max_pool", [c4], ["kernel_shape": .ints([3, 3]), "strides": .ints([2, 2]), "pads": .ints([1, 1, 1, 1])])
+        let ap = try f.apply1("average_pool", [c4], ["kernel_shape": .ints([3, 2]), "pads": .ints([1, 1, 1, 0]), "count_include_pad": .int(1)])
+        let ap2 = try f.apply1("average_pool", [c4], ["kernel_shape": .ints([2, 3]), "pads": .ints([0, 1, 1, 1])])
+        f.output("blocks", residual)
+        f.output("max", mp)
+        f.output("mean_pad", ap)
+        f.output("mean", ap2)
+        f.output("flat", try f.apply1("flatten", [try f.apply1("global_max_pool", [c4])], ["axis": .int(1)]))
+        try g.b.add(f)
+        try await assertCompilesWithoutReference(try g.b.build(), ["x": floats([2, 3, 23, 21], 9)], "channels-last blocks")
+    }
+
     /// 1-D convolutions exported as 2-D over a column image (W = 1), packed as rows: padded,
     /// strided and dilated windows, many and few output channels.
     func testColumnConvolutions() async throws {

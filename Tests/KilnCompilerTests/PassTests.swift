@@ -144,6 +144,65 @@ final class PassTests: XCTestCase {
         }
     }
 
+    /// A TensorFlow-style NHWC graph (transposes around each convolution, a residual add, a
+    /// squeeze-excitation scale and pools) ends with no transpose at all; a channels-first graph
+    /// gets one at its input and output; both still compute what they did.
+    func testChannelsLastLayout() throws {
+        var b = ModelBuilder(name: "layout")
+        let w1 = try b.addWeight("w1", shape: [8, 8, 3, 3], values: values(576, 1))
+        let w2 = try b.addWeight("w2", shape: [8, 1, 3, 3], values: values(72, 2))
+        let w3 = try b.addWeight("w3", shape: [8, 8, 1, 1], values: values(64, 3))
+        let shift = try b.addWeight("shift", shape: [1, 8, 1, 1], values: values(8, 4))
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [1, 6, 6, 8]))
+        let t1 = try f.apply1("transpose", [x], ["perm": .ints([0, 3, 1, 2])], name: "to_nchw")
+        let c1 = try f.apply1("conv", [t1, f.use(w1)], ["pads": .ints([1, 1, 1, 1])], name: "conv1")
+        let r1 = try f.apply1("relu", [c1], name: "relu1")
+        let t2 = try f.apply1("transpose", [r1], ["perm": .ints([0, 2, 3, 1])], name: "back1")
+        let t3 = try f.apply1("transpose", [t2], ["perm": .ints([0, 3, 1, 2])], name: "again")
+        let d = try f.apply1("conv", [t3, f.use(w2)], ["group": .int(8), "pads": .ints([1, 1, 1, 1])], name: "dw")
+        let se = try f.apply1("sigmoid", [try f.apply1("conv", [try f.apply1("global_average_pool", [d], name: "gap"), f.use(w3)], name: "se")], name: "gate")
+        let scaled = try f.apply1("mul", [d, se], name: "scale")
+        let sum = try f.apply1("add", [try f.apply1("add", [scaled, t1], name: "residual"), f.use(shift)], name: "shifted")
+        let pooled = try f.apply1("max_pool", [sum], ["kernel_shape": .ints([2, 2]), "strides": .ints([2, 2])], name: "pool")
+        f.output("y", try f.apply1("transpose", [pooled], ["perm": .ints([0, 2, 3, 1])], name: "to_nhwc"))
+        try b.add(f)
+        let model = try b.build()
+        var unit = CompilationUnit(model: model, arch: x86)
+        try ChannelsLastLayout().apply(to: &unit)
+        try DeadCodeElimination().apply(to: &unit)
+        let ops = unit.model.functions[0].operations
+        XCTAssertEqual(ops.filter { $0.opType == "transpose" }.map(\.name), [])
+        XCTAssertEqual(ops.filter { (try? OpSet.channelsLast($0.attributes)) == true }.map(\.name), ["conv1", "dw", "se", "pool"])
+        XCTAssertEqual(ops.first { $0.name == "gap" }?.opType, "reduce_mean")
+        XCTAssertEqual(ops.first { $0.name == "conv1" }?.outputs[0].type.description, "float32[1, 6, 6, 8]")
+        XCTAssertNoThrow(try unit.model.validate())
+        let input = NDArray(shape: [1, 6, 6, 8], scalars: values(288, 5))
+        let want = try run(model, ["x": input])["y"]!.scalars(as: Float.self)
+        let got = try run(unit.model, ["x": input])["y"]!.scalars(as: Float.self)
+        XCTAssertEqual(got.count, want.count)
+        for (g, w) in zip(got, want) { XCTAssertEqual(g, w, accuracy: 1e-5) }
+
+        // Channels-first in and out: the first convolution reads the planes (channels_last = 2), one transpose back at the end.
+        var b2 = ModelBuilder(name: "planes")
+        let w4 = try b2.addWeight("w4", shape: [8, 3, 3, 3], values: values(216, 6))
+        var g = b2.function("main")
+        let image = g.input("image", TensorType(.float32, [1, 3, 9, 9]))
+        let c = try g.apply1("conv", [image, g.use(w4)], ["strides": .ints([2, 2]), "pads": .ints([1, 1, 1, 1])], name: "stem")
+        g.output("features", try g.apply1("hard_swish", [c], name: "act"))
+        try b2.add(g)
+        let planes = try b2.build()
+        var unit2 = CompilationUnit(model: planes, arch: x86)
+        try ChannelsLastLayout().apply(to: &unit2)
+        XCTAssertEqual(unit2.model.functions[0].operations.map(\.opType), ["conv", "hard_swish", "transpose"])
+        XCTAssertEqual(try unit2.model.functions[0].operations[0].attributes.int("channels_last", 0), 2)
+        XCTAssertNoThrow(try unit2.model.validate())
+        let pixels = NDArray(shape: [1, 3, 9, 9], scalars: values(243, 7))
+        let a = try run(planes, ["image": pixels])["features"]!.scalars(as: Float.self)
+        let z = try run(unit2.model, ["image": pixels])["features"]!.scalars(as: Float.self)
+        for (g, w) in zip(z, a) { XCTAssertEqual(g, w, accuracy: 1e-5) }
+    }
+
     func testUnknownPassIsRejectedBeforeWork() throws {
         let model = try PackageReader.read(at: "\(repositoryRoot)/examples/TinyClassifier.kiln")
         var options = Compiler.Options(arch: x86)

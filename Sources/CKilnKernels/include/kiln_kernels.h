@@ -82,6 +82,7 @@ typedef struct kiln_epilogue {
     int activation;
     float alpha, beta;
     const float *row_bias; // per row (indexed by the absolute row of C), or NULL
+    int accumulate;        // GEMM only: C already holds a residual; the product is added to it (before bias and activation)
 } kiln_epilogue;
 
 /// What a microkernel does with its accumulators before it stores them: with `accumulate`, add
@@ -124,6 +125,27 @@ KILN_F32_GEMM_UKERNELS_X86(KILN_DECLARE_UKERNEL)
 KILN_F32_GEMM_UKERNELS_ARM(KILN_DECLARE_UKERNEL)
 #undef KILN_DECLARE_UKERNEL
 #endif
+
+/// An indirect microkernel: C[0..mr, 0..nc] = epilogue(A · B) with A's element (i, p) at
+/// rows[i][offsets[p]] (an implicit im2col: one base pointer per output pixel, one offset per K
+/// step), B a packed panel of the kernel's NR columns (K rows). `t` as for `kiln_f32_gemm_ukernel`.
+typedef void (*kiln_f32_igemm_ukernel)(size_t mr, size_t nc, size_t k, const float *const *rows, const int32_t *offsets,
+                                       const float *b, float *c, size_t ldc, const kiln_tile_args *t);
+#define KILN_IGEMM_PARAMS size_t mr, size_t nc, size_t k, const float *const *rows, const int32_t *offsets, const float *b, \
+    float *c, size_t ldc, const kiln_tile_args *t
+void kiln_f32_igemm_4x8__scalar(KILN_IGEMM_PARAMS);
+#if defined(__x86_64__)
+void kiln_f32_igemm_6x16__avx2(KILN_IGEMM_PARAMS);
+void kiln_f32_igemm_8x32__avx512(KILN_IGEMM_PARAMS);
+#endif
+
+/// Indirect GEMM over output pixels [m_begin, m_end) and panels [p_begin, p_end) of B: pixel r
+/// (oy = r / ow, ox = r % ow) reads its window at x + oy · row_step + ox · pixel_step plus
+/// offsets[p] for step p of K (x a padded image, so every offset is inside it). C row-major (ldc),
+/// epilogue as `kiln_f32_gemm`; `scratch` holds a decoded panel for a compressed B.
+void kiln_f32_igemm(kiln_f32_igemm_ukernel ukernel, size_t mr, const kiln_packed_b *b, const float *x, size_t row_step,
+                    size_t pixel_step, size_t ow, const int32_t *offsets, float *c, size_t ldc, size_t m_begin, size_t m_end,
+                    size_t p_begin, size_t p_end, const kiln_epilogue *epilogue, float *scratch);
 
 /// A microkernel by name (e.g. "f32_gemm_6x16__avx2") with its tile, or NULL when this
 /// build has no such kernel or the host cannot run it.
@@ -289,6 +311,47 @@ void kiln_f32_dwconv2d__avx512(size_t channels, size_t h, size_t w, const float 
                                size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
                                size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch);
 #endif
+// MARK: Channels-last (NHWC) convolution and pooling
+
+/// im2col of one NHWC image as GEMM rows: row r (output pixel r = oy · ow + ox) of `a` (rows from
+/// `row_begin`, K = kh · kw · c floats each) holds the window's pixels in (ky, kx, c) order, zeros
+/// outside the image.
+void kiln_f32_im2col_nhwc__scalar(size_t h, size_t w, size_t c, const float *x, size_t kh, size_t kw, size_t sh, size_t sw,
+                                  size_t dh, size_t dw, size_t pt, size_t pl, size_t ow, size_t row_begin, size_t row_end,
+                                  float *a);
+
+/// Copies `planes` images of h × w cells of `inner` floats into hp × wp cells with pt rows and pl
+/// cells of zeros before them and zeros after (hp ≥ pt + h, wp ≥ pl + w): the padded input of an
+/// indirect convolution (NHWC: one plane of C-float cells; NCHW: C planes of single floats).
+void kiln_f32_pad_planes(size_t planes, size_t h, size_t w, size_t inner, const float *x, size_t pt, size_t pl, size_t hp,
+                         size_t wp, float *out);
+
+/// im2col of one NCHW image as GEMM rows (channels-last output): row r (output pixel r) of `a`
+/// holds the window in (c, ky, kx) order, zeros outside the image; rows [row_begin, row_end).
+void kiln_f32_im2col_nchw_rows__scalar(size_t c, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh, size_t sw,
+                                       size_t dh, size_t dw, size_t pt, size_t pl, size_t ow, size_t row_begin, size_t row_end,
+                                       float *a);
+
+/// Depthwise convolution of one NHWC image: output rows [row_begin, row_end), channels
+/// [c_begin, c_end) of y [oh, ow, c]; weight [kh, kw, c]; bias per channel (absolute index) and
+/// activation from `e` (may be NULL). Vectors run along channels.
+/// 2-D max or average pooling of one NHWC image, output rows [row_begin, row_end); pads (top, left,
+/// bottom, right) as `kiln_f32_pool2d`.
+#define KILN_DECLARE_NHWC(isa) \
+    void kiln_f32_dwconv2d_nhwc__##isa(size_t h, size_t w, size_t c, const float *x, size_t kh, size_t kw, const float *weight, \
+                                       size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, \
+                                       size_t row_begin, size_t row_end, size_t c_begin, size_t c_end, float *y, \
+                                       const kiln_epilogue *e); \
+    void kiln_f32_pool2d_nhwc__##isa(int max, int count_pad, size_t h, size_t w, size_t c, const float *x, size_t kh, size_t kw, \
+                                     size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t pb, size_t pr, \
+                                     size_t oh, size_t ow, size_t row_begin, size_t row_end, float *y);
+KILN_DECLARE_NHWC(scalar)
+#if defined(__x86_64__)
+KILN_DECLARE_NHWC(avx2)
+KILN_DECLARE_NHWC(avx512)
+#endif
+#undef KILN_DECLARE_NHWC
+
 /// Scratch floats the depthwise kernels need for one call.
 size_t kiln_f32_dwconv2d_scratch_floats(size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t oh, size_t ow);
 /// im2col for one image in CHW layout: rows = output pixels, columns = (c, ky, kx).

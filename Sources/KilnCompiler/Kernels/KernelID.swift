@@ -57,6 +57,13 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     case conv2d = "f32_conv2d"
     /// Dense `conv`: the weight rows times the image's (im2col) panels (tiled).
     case conv2dNCHW = "f32_conv2d_nchw"
+    /// Channels-last `conv` (one group): the image (im2col rows for windows wider than one pixel)
+    /// times the weight packed in panels (tiled).
+    case conv2dNHWC = "f32_conv2d_nhwc"
+    /// Channels-last depthwise `conv`: vectors along channels.
+    case depthwiseNHWC = "f32_dwconv2d_nhwc"
+    /// Channels-last `max_pool`/`average_pool` in 2-D: vectors along channels.
+    case pool2dNHWC = "f32_pool2d_nhwc"
     /// `matmul` of two activations, B packed per run (tiled).
     case matmul = "f32_matmul"
     /// Depthwise `conv`.
@@ -112,7 +119,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     /// Whether the family's kernels are named by a GEMM tile.
     public var isTiled: Bool {
         switch self {
-        case .gemm, .conv2d, .conv2dNCHW, .matmul, .convTranspose, .recurrent: return true
+        case .gemm, .conv2d, .conv2dNCHW, .conv2dNHWC, .matmul, .convTranspose, .recurrent: return true
         default: return false
         }
     }
@@ -120,8 +127,8 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     /// The ISAs this family is built for, on any host (C variants and their Swift bindings).
     public var isas: [ISA] {
         switch self {
-        case .gemm, .conv2d, .conv2dNCHW, .matmul, .convTranspose, .recurrent: return ISA.allCases
-        case .depthwise: return [.scalar, .avx2, .avx512]
+        case .gemm, .conv2d, .conv2dNCHW, .conv2dNHWC, .matmul, .convTranspose, .recurrent: return ISA.allCases
+        case .depthwise, .depthwiseNHWC, .pool2dNHWC: return [.scalar, .avx2, .avx512]
         case .unary, .binary, .softmax, .layerNorm, .reduce, .pool2d: return [.scalar, .avx2]
         case .reference: return []
         default: return [.scalar]
@@ -178,6 +185,20 @@ public struct KernelID: Sendable, Hashable, CustomStringConvertible {
     public init?(wireName: String) {
         guard let id = KernelID.byWireName[wireName] else { return nil }
         self = id
+    }
+
+    /// The indirect (implicit im2col) microkernel of a tiled kernel's tile, when this build and
+    /// host have one.
+    package var indirectMicrokernel: kiln_f32_igemm_ukernel? {
+        guard let tile, isa.isRunnableOnHost else { return nil }
+        switch (tile.mr, tile.nr, isa) {
+        case (4, 8, .scalar): return kiln_f32_igemm_4x8__scalar
+        #if arch(x86_64)
+        case (6, 16, .avx2): return kiln_f32_igemm_6x16__avx2
+        case (8, 32, .avx512): return kiln_f32_igemm_8x32__avx512
+        #endif
+        default: return nil
+        }
     }
 
     /// The C microkernel of a tiled kernel, when this build and host have it.

@@ -38,7 +38,22 @@ public struct Lowering: CompilerPass {
             var kernels: [KernelID] = []
             for (i, op) in f.operations.enumerated() {
                 var family = family(op, unit, type)
-                if family == .gemm || family == .conv2d, let w = unit.weight(op.inputs[1]), let o = orientation(op, w) {
+                if family == .depthwiseNHWC, let w = unit.weight(op.inputs[1]) {
+                    // Taps outer, channels inner: [kh, kw, C], the vector kernel's order.
+                    let key = "\(w.name)|taps"
+                    if let existing = packed[key] {
+                        f.operations[i].inputs[1] = existing
+                    } else {
+                        let name = unit.freshWeightName("\(w.name)@taps")
+                        do {
+                            unit.model.weights.append(try WeightPacking.packTaps(w, name: name))
+                        } catch let e as CompileError {
+                            throw CompileError("op '\(op.name)': \(e.reason)")
+                        }
+                        packed[key] = name
+                        f.operations[i].inputs[1] = name
+                    }
+                } else if family == .gemm || family == .conv2d || family == .conv2dNHWC, let w = unit.weight(op.inputs[1]), let o = orientation(op, w) {
                     let key = "\(w.name)|\(o.label)|\(arch.gemm.tile.nr)"
                     let name: String
                     if let existing = packed[key] {
@@ -53,7 +68,8 @@ public struct Lowering: CompilerPass {
                         packed[key] = name
                     }
                     f.operations[i].inputs[1] = name
-                } else if family == .gemm || family == .conv2d {
+                    if family == .conv2dNHWC { f.operations[i].attributes["kernel_shape"] = .ints(Array(w.shape[2...])) }
+                } else if family == .gemm || family == .conv2d || family == .conv2dNHWC {
                     family = .reference
                 } else if family == .conv2dNCHW, let w = unit.weight(op.inputs[1]) {
                     // The weight is the GEMM's A: packed once, in row tiles of the arch's microkernel.
@@ -90,6 +106,11 @@ public struct Lowering: CompilerPass {
         case "conv":
             guard float, op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4,
                   input(0)?.dtype == .float32, let group = try? op.attributes.int("group", 1) else { return .reference }
+            if let layout = try? OpSet.channelsLayout(op.attributes), layout.output {
+                guard w.shape.count == 4 else { return .reference }
+                if depthwise(op, unit) { return layout.input ? .depthwiseNHWC : .reference }
+                return group == 1 ? .conv2dNHWC : .reference
+            }
             if depthwise(op, unit) { return .depthwise }
             if case .dense = w.encoding { return .conv2dNCHW }
             return group == 1 ? .conv2d : .reference
@@ -146,7 +167,7 @@ public struct Lowering: CompilerPass {
             return input(0)?.dtype == .float32 ? .argReduce : .reference
         case "max_pool", "average_pool":
             guard float, input(0)?.rank == 4, op.outputs.count == 1 else { return .reference }
-            return .pool2d
+            return (try? OpSet.channelsLast(op.attributes)) == true ? .pool2dNHWC : .pool2d
         case "global_average_pool", "global_max_pool":
             return float && (input(0)?.rank ?? 0) >= 3 ? .globalPool : .reference
         case "gather":
@@ -182,6 +203,14 @@ public struct Lowering: CompilerPass {
         case "matmul" where w.shape.count == 2:
             let (k, n) = (w.shape[0], w.shape[1])
             return Layout(label: "p", orientation: .init(k: k, n: n, flat: { kk, nn in kk * n + nn }))
+        case "conv" where w.shape.count == 4 && (try? OpSet.channelsLayout(op.attributes))?.input == true:
+            // Rows of the channels-last im2col: K in (ky, kx, c) order.
+            guard (try? op.attributes.int("group", 1)) == 1 else { return nil }
+            let (n, c, kh, kw) = (w.shape[0], w.shape[1], w.shape[2], w.shape[3])
+            return Layout(label: "pl", orientation: .init(k: c * kh * kw, n: n, flat: { kk, nn in
+                let (tap, ch) = kk.quotientAndRemainder(dividingBy: c)
+                return ((nn * c + ch) * kh + tap / kw) * kw + tap % kw
+            }))
         case "conv" where w.shape.count == 4:
             guard (try? op.attributes.int("group", 1)) == 1 else { return nil }
             let n = w.shape[0], k = w.shape[1] * w.shape[2] * w.shape[3]

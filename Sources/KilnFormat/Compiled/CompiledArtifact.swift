@@ -69,16 +69,16 @@ public struct RuntimeVersion: Sendable, Comparable, CustomStringConvertible {
 /// Constants of the compiled-artifact layout.
 public enum CompiledFormat {
     /// The artifact format version this build writes and the newest it reads.
-    public static let currentVersion = 3
-    /// The oldest artifact format version this build reads (version 3 packs convolution weights in
-    /// row tiles; version 2 introduced the kernel catalog).
+    public static let currentVersion = 4
+    /// The oldest artifact format version this build reads (version 4 adds the channels-last
+    /// kernels, version 3 packs convolution weights in row tiles; every kernel of version 3 remains).
     public static let oldestReadableVersion = 3
     /// The runtime version of this build.
-    public static let runtimeVersion = RuntimeVersion(0, 3)
-    /// The oldest runtime that can run what this compiler emits (the first reading row-tiled convolution weights).
-    public static let oldestCompatibleRuntime = RuntimeVersion(0, 3)
+    public static let runtimeVersion = RuntimeVersion(0, 4)
+    /// The oldest runtime that can run what this compiler emits (the first with the channels-last kernels).
+    public static let oldestCompatibleRuntime = RuntimeVersion(0, 4)
     /// The compiler version of this build.
-    public static let compilerVersion = "0.3.0"
+    public static let compilerVersion = "0.4.0"
     /// The artifact file extension.
     public static let fileExtension = "compiled"
     static let magic: [UInt8] = Array("KILNART\0".utf8)

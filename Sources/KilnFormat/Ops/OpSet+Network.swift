@@ -58,12 +58,47 @@ extension OpSet {
         }
     }
 
-    static func windowOutput(_ x: TensorType, channels: Dimension, window: Window) -> [Dimension] {
-        var dims = [x.shape[0], channels]
+    static func windowOutput(_ x: TensorType, channels: Dimension, window: Window, layout: ChannelsLayout = .first) -> [Dimension] {
+        var spatial: [Dimension] = []
         for i in 0 ..< window.kernel.count {
-            if let n = x.shape[i + 2].size { dims.append(.size(window.outputSize(i, size: n))) } else { dims.append(.unknown) }
+            if let n = x.shape[i + (layout.input ? 1 : 2)].size { spatial.append(.size(window.outputSize(i, size: n))) } else { spatial.append(.unknown) }
         }
-        return dims
+        return layout.output ? [x.shape[0]] + spatial + [channels] : [x.shape[0], channels] + spatial
+    }
+
+    /// Where a conv or pool keeps channels (`channels_last`, a layout the compiler chooses):
+    /// 0 reads and writes `[N, C, …spatial]`, 1 reads and writes `[N, …spatial, C]`, 2 (conv only)
+    /// reads `[N, C, …spatial]` and writes `[N, …spatial, C]` (a network's first convolution).
+    public struct ChannelsLayout: Sendable, Equatable {
+        /// Whether the input is channels-last.
+        public var input: Bool
+        /// Whether the output is channels-last.
+        public var output: Bool
+        /// `channels_last = 0`.
+        public static let first = ChannelsLayout(input: false, output: false)
+        /// `channels_last = 2`.
+        public static let planesToLast = ChannelsLayout(input: false, output: true)
+    }
+
+    /// The `channels_last` attribute of a conv or pool.
+    /// - Parameter attributes: The op's attributes.
+    /// - Returns: Where input and output keep channels.
+    /// - Throws: ``OpError`` for a value other than 0, 1 or 2.
+    public static func channelsLayout(_ attributes: [String: AttributeValue]) throws -> ChannelsLayout {
+        switch try attributes.int("channels_last", 0) {
+        case 0: return .first
+        case 1: return ChannelsLayout(input: true, output: true)
+        case 2: return ChannelsLayout(input: false, output: true)
+        case let v: throw OpError("channels_last must be 0, 1 or 2, got \(v)")
+        }
+    }
+
+    /// Whether a conv or pool writes `[N, …spatial, C]` (`channels_last` 1 or 2).
+    /// - Parameter attributes: The op's attributes.
+    /// - Returns: Whether the output is channels-last.
+    /// - Throws: ``OpError`` for an invalid `channels_last`.
+    public static func channelsLast(_ attributes: [String: AttributeValue]) throws -> Bool {
+        try channelsLayout(attributes).output
     }
 
     static func matmulShape(_ a: TensorType, _ b: TensorType) throws -> [Dimension] {
@@ -78,7 +113,7 @@ extension OpSet {
     }
 
     static let windowAttributes: [String: AttributeKind] = [
-        "strides": .ints, "pads": .ints, "dilations": .ints, "auto_pad": .string,
+        "strides": .ints, "pads": .ints, "dilations": .ints, "auto_pad": .string, "channels_last": .int,
     ]
 
     static var networkOps: [OpSchema] {
@@ -116,7 +151,8 @@ extension OpSet {
                 guard x.rank >= 3, w.rank == x.rank else { throw OpError("conv needs x [N, C, …] and weight of the same rank, got \(x) and \(w)") }
                 let group = try ctx.attributes.int("group", 1)
                 guard group >= 1 else { throw OpError("group must be ≥ 1") }
-                if let c = x.shape[1].size, let wc = w.shape[1].size, c != wc * group {
+                let layout = try channelsLayout(ctx.attributes)
+                if let c = x.shape[layout.input ? x.rank - 1 : 1].size, let wc = w.shape[1].size, c != wc * group {
                     throw OpError("input channels \(c) ≠ weight channels \(wc) × group \(group)")
                 }
                 let kernel = try w.shape[2...].map { d -> Int in
@@ -124,12 +160,13 @@ extension OpSet {
                     return k
                 }
                 let window = try Window(ctx.attributes, kernel: kernel)
-                return [TensorType(x.dtype, windowOutput(x, channels: w.shape[0], window: window))]
+                return [TensorType(x.dtype, windowOutput(x, channels: w.shape[0], window: window, layout: layout))]
             },
             op("conv_transpose", ["x", "weight", "bias?"], windowAttributes.merging(
                 ["group": .int, "output_padding": .ints, "output_shape": .ints, "kernel_shape": .ints]) { a, _ in a }) { ctx in
                 let (x, w) = (try ctx.input(0), try ctx.input(1))
                 guard x.rank >= 3, w.rank == x.rank else { throw OpError("conv_transpose needs x [N, C, …] and weight of the same rank") }
+                guard try !channelsLast(ctx.attributes) else { throw OpError("conv_transpose has no channels_last form") }
                 let group = try ctx.attributes.int("group", 1)
                 let kernel = try w.shape[2...].map { d -> Int in
                     guard let k = d.size else { throw OpError("conv_transpose kernel must be static") }
@@ -161,14 +198,18 @@ extension OpSet {
                 guard x.rank >= 3 else { throw OpError("max_pool needs x [N, C, …]") }
                 let window = try Window(ctx.attributes, kernel: try ctx.attributes.ints("kernel_shape") ?? [])
                 guard window.kernel.count == x.rank - 2 else { throw OpError("kernel_shape must have \(x.rank - 2) entries") }
-                return [TensorType(x.dtype, windowOutput(x, channels: x.shape[1], window: window))]
+                let layout = try channelsLayout(ctx.attributes)
+                guard layout.input == layout.output else { throw OpError("pools take channels_last 0 or 1") }
+                return [TensorType(x.dtype, windowOutput(x, channels: x.shape[layout.input ? x.rank - 1 : 1], window: window, layout: layout))]
             },
             op("average_pool", ["x"], windowAttributes.merging(["kernel_shape!": .ints, "ceil_mode": .int, "count_include_pad": .int]) { a, _ in a }) { ctx in
                 let x = try ctx.input(0)
                 guard x.rank >= 3 else { throw OpError("average_pool needs x [N, C, …]") }
                 let window = try Window(ctx.attributes, kernel: try ctx.attributes.ints("kernel_shape") ?? [])
                 guard window.kernel.count == x.rank - 2 else { throw OpError("kernel_shape must have \(x.rank - 2) entries") }
-                return [TensorType(x.dtype, windowOutput(x, channels: x.shape[1], window: window))]
+                let layout = try channelsLayout(ctx.attributes)
+                guard layout.input == layout.output else { throw OpError("pools take channels_last 0 or 1") }
+                return [TensorType(x.dtype, windowOutput(x, channels: x.shape[layout.input ? x.rank - 1 : 1], window: window, layout: layout))]
             },
             op("global_average_pool", ["x"]) { ctx in
                 let x = try ctx.input(0)

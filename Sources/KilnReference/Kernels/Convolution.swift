@@ -15,6 +15,15 @@ enum Convolution {
         }
     }
 
+    /// Runs a channels-first `body` on a channels-last `x` (`[N, …spatial, C]`): `x` moved to
+    /// `[N, C, …spatial]`, the result moved back.
+    static func channelsLast(_ x: NDArray, _ body: (NDArray) throws -> NDArray) throws -> NDArray {
+        guard x.rank >= 3 else { throw OpError("channels_last needs x [N, …, C]") }
+        let r = x.rank
+        let first = try body(x.transposed([0, r - 1] + Array(1 ..< r - 1)).contiguous())
+        return first.transposed([0] + Array(2 ..< r) + [1]).contiguous()
+    }
+
     static func conv(_ x: NDArray, _ w: NDArray, _ bias: NDArray?, _ attributes: [String: AttributeValue]) throws -> NDArray {
         guard x.scalarType == .float32, w.scalarType == .float32 else { throw OpError("conv needs float32 inputs") }
         guard x.rank >= 3, w.rank == x.rank else { throw OpError("conv: x \(x.shape) and weight \(w.shape) do not fit") }

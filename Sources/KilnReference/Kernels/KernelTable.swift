@@ -148,6 +148,17 @@ enum KernelTable {
             let equation = try a.string("equation", "")
             return { inputs in [try LinearAlgebra.einsum(equation, try inputs.indices.map { try present(inputs, $0) })] }
         // Convolution and pooling.
+        case "conv" where try OpSet.channelsLayout(a) == .planesToLast:
+            return { inputs in
+                let y = try Convolution.conv(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a)
+                return [y.transposed([0] + Array(2 ..< y.rank) + [1]).contiguous()]
+            }
+        case "conv" where try OpSet.channelsLast(a):
+            return { inputs in [try Convolution.channelsLast(try present(inputs, 0)) { try Convolution.conv($0, try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a) }] }
+        case "max_pool" where try OpSet.channelsLast(a):
+            return { inputs in [try Convolution.channelsLast(try present(inputs, 0)) { try Convolution.pool($0, a, max: true) }] }
+        case "average_pool" where try OpSet.channelsLast(a):
+            return { inputs in [try Convolution.channelsLast(try present(inputs, 0)) { try Convolution.pool($0, a, max: false) }] }
         case "conv": return { inputs in [try Convolution.conv(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a)] }
         case "conv_transpose":
             return { inputs in [try Convolution.convTranspose(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a)] }

@@ -30,6 +30,18 @@ enum StepFactory {
             let shape = try op.attributes.ints("kernel_shape") ?? []
             return PackedConvStep(id: id, op: op, gemm: try PackedGEMM(weight: try weight(1), kernel: id), epilogue: try epilogue(op),
                                   window: try OpSet.Window(op.attributes, kernel: shape.count == 2 ? shape : [1, 1]))
+        case .conv2dNHWC:
+            try expect(["conv"])
+            // The packed weight is [K, N]; the window's size is the lowered op's kernel_shape.
+            guard let shape = try op.attributes.ints("kernel_shape"), shape.count == 2 else { throw OpError("needs a 2-D kernel_shape") }
+            return try ConvNHWCStep(id: id, op: op, gemm: try PackedGEMM(weight: try weight(1), kernel: id), epilogue: try epilogue(op),
+                                    window: try OpSet.Window(op.attributes, kernel: shape))
+        case .depthwiseNHWC:
+            try expect(["conv"])
+            return try DepthwiseNHWCStep(id: id, op: op, weight: try constant(1), epilogue: try epilogue(op))
+        case .pool2dNHWC:
+            try expect(["max_pool", "average_pool"])
+            return try Pool2DNHWCStep(id: id, op: op)
         case .conv2dNCHW:
             try expect(["conv"])
             let (w, packed) = (try weight(1), try constant(1))

@@ -1,0 +1,280 @@
+import KilnFormat
+import KilnReference
+
+/// Runs 2-D convolution networks channels-last (`[N, H, W, C]`): convolutions, depthwise
+/// convolutions and pools take `channels_last = 1`, elementwise ops between them follow their
+/// inputs, and a value is turned back to `[N, C, H, W]` only where an op that needs that order
+/// reads it (or the function returns it). specs/layout.md says why channels-last.
+///
+/// Before: `a = conv(x, W1); b = hard_swish(a); c = conv(b, W2); d = add(c, a); y = flatten(d)` —
+/// after: `xl = transpose(x, [0,2,3,1]); al = conv(xl, W1, channels_last = 1); bl = hard_swish(al);
+/// cl = conv(bl, W2, channels_last = 1); dl = add(cl, al); d = transpose(dl, [0,3,1,2]); y = flatten(d)`.
+///
+/// The rewrite is one forward walk in graph order. Each value may have a channels-last twin;
+/// an op is rewritten when its kernel has a channels-last form and its inputs have (or cheaply
+/// get) twins; every other op reads channels-first values, materialized on first use by a
+/// `transpose` named like the original value. `transpose` ops between the two orders (a
+/// TensorFlow export's pairs around each convolution) become renames, so they cancel. Binary
+/// ops broadcast against weights transposed at compile time, and against small activations
+/// (a squeeze-excitation's `[N, C, 1, 1]`) transposed at run time.
+public struct ChannelsLastLayout: CompilerPass {
+    /// `channels_last_layout`.
+    public static let name = "channels_last_layout"
+
+    /// Creates the pass.
+    public init() {}
+
+    static let toLast = [0, 2, 3, 1]
+    static let toFirst = [0, 3, 1, 2]
+    static let binaries: Set<String> = ["add", "sub", "mul", "div", "max", "min", "pow"]
+
+    /// Runs the pass.
+    /// - Parameter unit: The unit to rewrite.
+    /// - Throws: ``CompileError`` when a weight cannot be decoded.
+    public func apply(to unit: inout CompilationUnit) throws {
+        for fi in unit.model.functions.indices {
+            var walk = Walk(function: unit.model.functions[fi])
+            try walk.run(&unit)
+            unit.model.functions[fi] = walk.result
+        }
+    }
+
+    /// The rewrite of one function.
+    struct Walk {
+        var function: Function
+        var out: [Operation] = []
+        var types: [String: TensorType] = [:]
+        /// Channels-last twin of a rank-4 value.
+        var twin: [String: String] = [:] {
+            didSet { twinValues = Set(twin.values) }
+        }
+        var twinValues: Set<String> = []
+        /// Channels-first values that exist (inputs, results of ops left as they are, materialized ones).
+        var present: Set<String> = []
+        /// Values renamed away (a transpose whose result is another value's twin).
+        var alias: [String: String] = [:]
+        var names: Set<String> = []
+        var transposedWeights: [String: String] = [:]
+
+        init(function: Function) {
+            self.function = function
+            for a in function.inputs {
+                types[a.name] = a.type
+                present.insert(a.name)
+                names.insert(a.name)
+            }
+            for op in function.operations {
+                names.insert(op.name)
+                for o in op.outputs {
+                    types[o.name] = o.type
+                    names.insert(o.name)
+                }
+            }
+        }
+
+        var result: Function {
+            var f = function
+            f.operations = out
+            f.outputs = function.outputs.map { a in
+                var a = a
+                a.value = alias[a.value] ?? a.value
+                return a
+            }
+            return f
+        }
+
+        func fresh(_ base: String) -> String {
+            if !names.contains(base) { return base }
+            var i = 2
+            while names.contains("\(base)\(i)") { i += 1 }
+            return "\(base)\(i)"
+        }
+
+        static func permuted(_ t: TensorType, _ perm: [Int]) -> TensorType { TensorType(t.dtype, perm.map { t.shape[$0] }) }
+
+        /// Emits `transpose(source, perm)` as `result`.
+        mutating func transpose(_ source: String, _ perm: [Int], as result: String, type: TensorType, from op: Operation) {
+            let name = fresh("\(op.name).\(perm == ChannelsLastLayout.toLast ? "to_last" : "to_first")")
+            names.insert(name)
+            out.append(Operation(opType: "transpose", name: name, inputs: [source], outputs: [Value(name: result, type: type)],
+                                 attributes: ["perm": .ints(perm)], source: op.source))
+        }
+
+        /// The channels-first value `v`, materialized from its twin when no op made it.
+        mutating func first(_ v: String, for op: Operation) -> String {
+            if v.isEmpty || present.contains(v) { return v }
+            guard let t = twin[v], let type = types[v] else { return v }
+            transpose(t, ChannelsLastLayout.toFirst, as: v, type: type, from: op)
+            present.insert(v)
+            return v
+        }
+
+        /// The channels-last twin of `v`, made by a transpose when `make` allows it.
+        mutating func last(_ v: String, make: Bool, for op: Operation) -> String? {
+            if let t = twin[v] { return t }
+            guard make, let type = types[v], type.rank == 4 else { return nil }
+            let name = fresh("\(v)@nhwc")
+            names.insert(name)
+            let lastType = Walk.permuted(type, ChannelsLastLayout.toLast)
+            types[name] = lastType
+            transpose(v, ChannelsLastLayout.toLast, as: name, type: lastType, from: op)
+            twin[v] = name
+            return name
+        }
+
+        /// Emits `op` with its single rank-4 output as a channels-last twin.
+        mutating func emitLast(_ op: Operation, inputs: [String], attributes: [String: AttributeValue]? = nil, opType: String? = nil) {
+            var o = op
+            o.inputs = inputs
+            if let attributes { o.attributes = attributes }
+            if let opType { o.opType = opType }
+            let v = op.outputs[0]
+            let name = fresh("\(v.name)@nhwc")
+            names.insert(name)
+            let type = Walk.permuted(v.type, ChannelsLastLayout.toLast)
+            types[name] = type
+            o.outputs = [Value(name: name, type: type)]
+            twin[v.name] = name
+            out.append(o)
+        }
+
+        mutating func run(_ unit: inout CompilationUnit) throws {
+            for original in function.operations {
+                var op = original
+                op.inputs = op.inputs.map { alias[$0] ?? $0 }
+                if try !rewrite(op, &unit) {
+                    op.inputs = op.inputs.map { first($0, for: op) }
+                    for o in op.outputs { present.insert(o.name) }
+                    out.append(op)
+                }
+            }
+            for a in function.outputs { _ = first(alias[a.value] ?? a.value, for: Operation(opType: "", name: "output", inputs: [], outputs: [])) }
+        }
+
+        func isFloat4D(_ v: String) -> Bool { types[v].map { $0.rank == 4 && $0.dtype == .float32 } ?? false }
+
+        /// Rewrites `op` channels-last when it can; false leaves it to the caller.
+        mutating func rewrite(_ op: Operation, _ unit: inout CompilationUnit) throws -> Bool {
+            guard op.outputs.count == 1 else { return false }
+            let y = op.outputs[0]
+            switch op.opType {
+            case "conv":
+                guard isFloat4D(op.inputs[0]), y.type.rank == 4, ChannelsLastLayout.convolutionFits(op, unit) else { return false }
+                var a = op.attributes
+                let rest = op.inputs.dropFirst().map { first($0, for: op) }
+                if twin[op.inputs[0]] == nil, ChannelsLastLayout.readsPlanes(op, unit) {
+                    // A few channels-first planes (a network's input image): gathered straight into im2col rows.
+                    a["channels_last"] = .int(2)
+                    emitLast(op, inputs: [first(op.inputs[0], for: op)] + rest, attributes: a)
+                    return true
+                }
+                guard let x = last(op.inputs[0], make: true, for: op) else { return false }
+                a["channels_last"] = .int(1)
+                emitLast(op, inputs: [x] + rest, attributes: a)
+                return true
+            case "max_pool", "average_pool":
+                guard isFloat4D(op.inputs[0]), y.type.rank == 4, (try? op.attributes.ints("kernel_shape"))??.count == 2,
+                      (try? op.attributes.int("storage_order", 0)) == 0, let x = last(op.inputs[0], make: true, for: op) else { return false }
+                var a = op.attributes
+                a["channels_last"] = .int(1)
+                emitLast(op, inputs: [x], attributes: a)
+                return true
+            case "global_average_pool", "global_max_pool":
+                guard isFloat4D(op.inputs[0]), let x = last(op.inputs[0], make: false, for: op) else { return false }
+                emitLast(op, inputs: [x], attributes: ["axes": .ints([1, 2]), "keepdims": .int(1)],
+                         opType: op.opType == "global_average_pool" ? "reduce_mean" : "reduce_max")
+                return true
+            case "transpose":
+                guard let perm = try? op.attributes.ints("perm"), isFloat4D(op.inputs[0]) || twin[op.inputs[0]] != nil else { return false }
+                if perm == ChannelsLastLayout.toFirst, exists(op.inputs[0], unit), twin[y.name] == nil {
+                    // A channels-last tensor read as channels-first: the result's twin is the source.
+                    twin[y.name] = op.inputs[0]
+                    return true
+                }
+                if perm == ChannelsLastLayout.toLast, let t = twin[op.inputs[0]] {
+                    alias[y.name] = t
+                    return true
+                }
+                return false
+            case "concat":
+                guard let axis = try? op.attributes.int("axis", 0), axis == 1 || axis == -3, y.type.rank == 4,
+                      op.inputs.allSatisfy({ twin[$0] != nil }) else { return false }
+                var a = op.attributes
+                a["axis"] = .int(3)
+                emitLast(op, inputs: op.inputs.map { twin[$0]! }, attributes: a)
+                return true
+            case "identity", "dropout":
+                // Inference dropout with no mask read is the identity: the result shares the input's twin.
+                guard op.inputs.count >= 1, let t = twin[op.inputs[0]] else { return false }
+                twin[y.name] = t
+                return true
+            case _ where ChannelsLastLayout.binaries.contains(op.opType):
+                guard op.inputs.count == 2, y.type.rank == 4, y.type.dtype == .float32,
+                      op.inputs.contains(where: { twin[$0] != nil }) else { return false }
+                var inputs: [String] = []
+                for v in op.inputs {
+                    if let t = twin[v] { inputs.append(t); continue }
+                    if unit.weight(v) != nil, let w = try transposedWeight(v, &unit) { inputs.append(w); continue }
+                    guard let type = types[v] else { return false }
+                    if let shape = type.staticShape, shape.reduce(1, *) == 1 {
+                        inputs.append(first(v, for: op)) // a scalar broadcasts the same either way
+                        continue
+                    }
+                    // Small activations only (a squeeze-excitation's [N, C, 1, 1]): their transpose is cheap.
+                    let plane = type.rank == 4 ? (type.shape[2].size ?? 0) * (type.shape[3].size ?? 0) : 0
+                    let small = plane == 1 || (type.staticShape.map { $0.reduce(1, *) } ?? Int.max) * 8 <= (y.type.staticShape?.reduce(1, *) ?? 0)
+                    guard type.rank == 4, small, let t = last(first(v, for: op), make: true, for: op) else { return false }
+                    inputs.append(t)
+                }
+                emitLast(op, inputs: inputs)
+                return true
+            default:
+                guard op.inputs.count >= 1, let t = twin[op.inputs[0]], y.type.dtype == .float32,
+                      let unary = UnaryFunction.of(op), op.inputs.count == 1 || unary.function == .clip else { return false }
+                emitLast(op, inputs: [t] + op.inputs.dropFirst().map { first($0, for: op) })
+                return true
+            }
+        }
+
+        /// Whether `v` is a tensor some op (or the caller, or the weights) already made.
+        func exists(_ v: String, _ unit: CompilationUnit) -> Bool {
+            present.contains(v) || twinValues.contains(v) || unit.weight(v) != nil
+        }
+
+        /// A weight of rank ≤ 4 broadcast as a rank-4 channels-last operand (transposed once, at compile time).
+        mutating func transposedWeight(_ name: String, _ unit: inout CompilationUnit) throws -> String? {
+            if let done = transposedWeights[name] { return done }
+            guard let w = unit.weight(name), w.shape.count <= 4 else { return nil }
+            if w.shape.allSatisfy({ $0 == 1 }) { return name }
+            let dense: NDArray
+            do { dense = try WeightDecoding.dense(w) } catch { throw CompileError("weight '\(name)': \(error)") }
+            guard dense.scalarType == .float32 else { return nil }
+            let shape = Array(repeating: 1, count: 4 - w.shape.count) + w.shape
+            let moved = dense.reshaped(shape).transposed(ChannelsLastLayout.toLast).contiguous()
+            let values = moved.scalars(as: Float.self)
+            let newName = unit.freshWeightName("\(name)@nhwc")
+            unit.model.weights.append(Weight(name: newName, dtype: .float32, shape: moved.shape, encoding: .dense(
+                WeightBlob(dtype: .float32, shape: moved.shape, data: ByteStorage(values.withUnsafeBytes { Array($0) })))))
+            transposedWeights[name] = newName
+            types[newName] = TensorType(.float32, moved.shape.map { .size($0) })
+            return newName
+        }
+    }
+
+    /// Whether a conv reads its channels-first input directly (`channels_last = 2`): one group, a
+    /// window wider than a pixel, and few channels, so that gathering im2col rows from planes costs
+    /// less than transposing the input first.
+    static func readsPlanes(_ op: Operation, _ unit: CompilationUnit) -> Bool {
+        guard let w = unit.weight(op.inputs[1]), w.shape.count == 4, (try? op.attributes.int("group", 1)) == 1 else { return false }
+        return w.shape[1] <= 8 && w.shape[2] * w.shape[3] > 1
+    }
+
+    /// Whether a conv has a channels-last kernel: 2-D, a weight known at compile time, and
+    /// either one group or one filter per channel (depthwise).
+    static func convolutionFits(_ op: Operation, _ unit: CompilationUnit) -> Bool {
+        guard op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4,
+              (try? OpSet.channelsLast(op.attributes)) == false, let group = try? op.attributes.int("group", 1) else { return false }
+        if op.inputs.count > 2, !op.inputs[2].isEmpty, unit.weight(op.inputs[2]) == nil { return false }
+        return group == 1 || (group == w.shape[0] && w.shape[1] == 1)
+    }
+}

@@ -1,0 +1,308 @@
+@preconcurrency import CKilnKernels
+import KilnCompiler
+import KilnFormat
+
+/// Channels-last `conv` (one group) with a packed, possibly compressed weight: the image is the
+/// GEMM's A as it lies for 1×1 windows of stride 1, else its im2col rows (built in blocks of
+/// output pixels that stay in cache, each block split across threads); bias, activation and a
+/// fused residual (`accumulate`) are applied by the microkernel before it stores.
+struct ConvNHWCStep: StepKernel, @unchecked Sendable {
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let gemm: PackedGEMM
+    let epilogue: kiln_epilogue
+    let window: OpSet.Window
+
+    /// Bytes of im2col rows per block.
+    static let blockBytes = 1 << 20
+
+    /// Whether the input is channels-first (`channels_last = 2`: windows read from planes).
+    let planarInput: Bool
+    /// The tile's indirect microkernel (windows read in place through per-pixel pointers), if the ISA has one.
+    let indirect: kiln_f32_igemm_ukernel?
+
+    init(id: KernelID, op: KilnFormat.Operation, gemm: PackedGEMM, epilogue: kiln_epilogue, window: OpSet.Window) throws {
+        self.id = id
+        self.op = op
+        self.gemm = gemm
+        self.epilogue = epilogue
+        self.window = window
+        planarInput = try !OpSet.channelsLayout(op.attributes).input
+        indirect = id.indirectMicrokernel
+    }
+
+    /// `[N, oh, ow, M]` (the packed weight is not a conv weight the schema could read).
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
+        guard let x = inputs.first ?? nil, x.shape.count == 4 else { return nil }
+        let (h, w) = planarInput ? (x.shape[2], x.shape[3]) : (x.shape[1], x.shape[2])
+        return [([x.shape[0], window.outputSize(0, size: h), window.outputSize(1, size: w), gemm.n], .float32)]
+    }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, window.kernel.count == 2 else {
+            throw OpError("needs a float32 NHWC input")
+        }
+        let (batch, h, w, c) = planarInput ? (x.shape[0], x.shape[2], x.shape[3], x.shape[1]) : (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+        let (kh, kw) = (window.kernel[0], window.kernel[1])
+        guard c * kh * kw == gemm.k else { throw OpError("input \(x.shape) does not fit the weight (K = \(gemm.k))") }
+        let bias = inputs.count > 2 ? inputs[2] : nil
+        if let bias { guard bias.count == gemm.n, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(gemm.n) channels") } }
+        let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
+        let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
+        let pixels = oh * ow, n = gemm.n, k = gemm.k
+        let y = outputs[0]
+        let residual = inputs.count > 3 ? inputs[3] : nil
+        if let residual { guard residual.shape == y.shape, residual.dtype == .float32 else { throw OpError("residual \(residual.shape) does not fit the output \(y.shape)") } }
+        let pointwise = !planarInput && kh == 1 && kw == 1 && window.strides == [1, 1] && pt == 0 && pl == 0 && oh == h && ow == w
+        let threads = context.threads
+        let planar = planarInput
+        if !pointwise, let indirect, (h + 2 * kh * window.dilations[0]) * (w + 2 * kw * window.dilations[1]) * c < Int(Int32.max) {
+            return try bindIndirect(indirect, x: x, y: y, bias: bias, residual: residual, context: &context)
+        }
+        // Blocks of output pixels: all of them at once for 1×1 (A is the image), else as many
+        // im2col rows as fit the block size, a multiple of the microkernel's rows.
+        let rows = pointwise ? batch * pixels : pixels
+        let perBlock = pointwise ? max(rows, 1) : min(max(pixels, 1), max(gemm.mr * threads, Self.blockBytes / max(k * 4, 1) / gemm.mr * gemm.mr))
+        var blocks: [(rows: Range<Int>, chunks: [(rows: Range<Int>, panels: Range<Int>)], im2col: [Range<Int>])] = []
+        var start = 0
+        while start < rows {
+            let r = start ..< min(rows, start + perBlock)
+            blocks.append((r, gemm.chunks(m: r.count, threads: threads), splitRanges(r.count, parts: pointwise ? 1 : threads)))
+            start = r.upperBound
+        }
+        let colsBytes = pointwise ? 0 : (perBlock * k * 4 + 63) / 64 * 64
+        let chunkCount = blocks.map(\.chunks.count).max() ?? 1
+        context.scratch(colsBytes + gemm.scratchBytes * max(chunkCount, 1))
+        let (gemm, base, scratchSlot, window) = (gemm, epilogue, context.scratchSlot, window)
+        return BoundStep { slots in
+            guard rows > 0, n > 0 else { return }
+            var e = base
+            e.bias = bias.map { UnsafePointer($0.floats(slots)) }
+            let py = y.floats(slots)
+            if let residual {
+                let pr = residual.floats(slots)
+                if pr != py { py.update(from: pr, count: y.count) }
+                e.accumulate = 1
+            }
+            let scratch = slots[scratchSlot]
+            let gemmScratch = scratch + colsBytes
+            if k == 0 {
+                if residual == nil { py.initialize(repeating: 0, count: y.count) }
+                kiln_f32_epilogue(batch * pixels, n, py, n, e.bias, &e)
+                return
+            }
+            if pointwise {
+                gemm.run(a: x.floats(slots), lda: k, c: py, ldc: n, chunks: blocks[0].chunks, epilogue: e, scratch: gemmScratch, threads: threads)
+                return
+            }
+            let cols = scratch.assumingMemoryBound(to: Float.self)
+            for image in 0 ..< batch {
+                let xi = x.floats(slots) + image * h * w * c, yi = py + image * pixels * n
+                for block in blocks {
+                    parallelFor(block.im2col.count, threads: threads) { i in
+                        let r = block.im2col[i]
+                        let (lo, hi) = (block.rows.lowerBound + r.lowerBound, block.rows.lowerBound + r.upperBound)
+                        if planar {
+                            kiln_f32_im2col_nchw_rows__scalar(c, h, w, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
+                                                              window.dilations[1], pt, pl, ow, lo, hi, cols + r.lowerBound * k)
+                        } else {
+                            kiln_f32_im2col_nhwc__scalar(h, w, c, xi, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
+                                                         window.dilations[1], pt, pl, ow, lo, hi, cols + r.lowerBound * k)
+                        }
+                    }
+                    gemm.run(a: cols, lda: k, c: yi + block.rows.lowerBound * n, ldc: n, chunks: block.chunks, epilogue: e,
+                             scratch: gemmScratch, threads: threads)
+                }
+            }
+        }
+    }
+}
+
+extension ConvNHWCStep {
+    /// Windows wider than a pixel without im2col copies: the image is copied once into a
+    /// zero-padded buffer (when the window reaches outside it), each output pixel's window is a
+    /// base pointer plus one offset per K step, and the indirect microkernel reads it in place.
+    /// Threads take ranges of output pixels (of panels when the pixels are few).
+    func bindIndirect(_ ukernel: kiln_f32_igemm_ukernel, x: Operand, y: Operand, bias: Operand?, residual: Operand?,
+                      context: inout BindContext) throws -> BoundStep {
+        let (batch, h, w, c) = planarInput ? (x.shape[0], x.shape[2], x.shape[3], x.shape[1]) : (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+        let (kh, kw) = (window.kernel[0], window.kernel[1])
+        let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
+        let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
+        let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
+        // Rows and columns the windows reach past the image's end.
+        let pb = max(0, (oh - 1) * sh + (kh - 1) * dh + 1 - h - pt), pr = max(0, (ow - 1) * sw + (kw - 1) * dw + 1 - w - pl)
+        let (hp, wp) = (h + pt + pb, w + pl + pr)
+        let padded = pt + pb + pl + pr > 0
+        var offsets: [Int32] = []
+        offsets.reserveCapacity(gemm.k)
+        if planarInput {
+            for ch in 0 ..< c { for ky in 0 ..< kh { for kx in 0 ..< kw { offsets.append(Int32(ch * hp * wp + ky * dh * wp + kx * dw)) } } }
+        } else {
+            for ky in 0 ..< kh { for kx in 0 ..< kw { for ch in 0 ..< c { offsets.append(Int32((ky * dh * wp + kx * dw) * c + ch)) } } }
+        }
+        let (rowStep, pixelStep) = planarInput ? (sh * wp, sw) : (sh * wp * c, sw * c)
+        let weights = gemm
+        let pixels = oh * ow, n = weights.n, mr = weights.mr, threads = context.threads, panelCount = weights.panels
+        let small = pixels * n * weights.k < 1 << 15
+        let parts = small ? 1 : threads
+        let byRows = pixels >= 2 * mr * parts || panelCount < parts
+        let chunks: [(rows: Range<Int>, panels: Range<Int>)] = byRows
+            ? splitRanges(pixels, parts: parts, align: mr).map { ($0, 0 ..< panelCount) }
+            : splitRanges(panelCount, parts: parts).map { (0 ..< pixels, $0) }
+        let padBytes = padded ? (hp * wp * c * 4 + 63) / 64 * 64 : 0
+        let panelBytes = weights.scratchBytes
+        context.scratch(padBytes + panelBytes * max(chunks.count, 1))
+        let (gemm, base, scratchSlot, planar) = (weights, epilogue, context.scratchSlot, planarInput)
+        return BoundStep { slots in
+            guard pixels > 0, n > 0 else { return }
+            var e = base
+            e.bias = bias.map { UnsafePointer($0.floats(slots)) }
+            let py = y.floats(slots)
+            if let residual {
+                let pr = residual.floats(slots)
+                if pr != py { py.update(from: pr, count: y.count) }
+                e.accumulate = 1
+            }
+            let scratch = slots[scratchSlot]
+            let pad = scratch.assumingMemoryBound(to: Float.self)
+            offsets.withUnsafeBufferPointer { offsets in
+                for image in 0 ..< batch {
+                    let xi = x.floats(slots) + image * h * w * c, yi = py + image * pixels * n
+                    var src = UnsafePointer(xi)
+                    if padded {
+                        if planar { kiln_f32_pad_planes(c, h, w, 1, xi, pt, pl, hp, wp, pad) } else { kiln_f32_pad_planes(1, h, w, c, xi, pt, pl, hp, wp, pad) }
+                        src = UnsafePointer(pad)
+                    }
+                    parallelFor(chunks.count, threads: threads) { i in
+                        let (rows, panels) = chunks[i]
+                        var part = e
+                        var b = gemm.b
+                        let local = panelBytes > 0 ? (scratch + padBytes + i * panelBytes).assumingMemoryBound(to: Float.self) : nil
+                        kiln_f32_igemm(ukernel, gemm.mr, &b, src, rowStep, pixelStep, ow, offsets.baseAddress, yi, n, rows.lowerBound,
+                                       rows.upperBound, panels.lowerBound, panels.upperBound, &part, local)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Channels-last depthwise `conv`: weight `[kh, kw, C]`; output rows (or, for short planes,
+/// channel ranges) split across threads.
+struct DepthwiseNHWCStep: StepKernel, @unchecked Sendable {
+    typealias Kernel = @convention(c) (Int, Int, Int, UnsafePointer<Float>?, Int, Int, UnsafePointer<Float>?, Int, Int, Int, Int, Int, Int,
+                                       Int, Int, Int, Int, Int, Int, UnsafeMutablePointer<Float>?, UnsafePointer<kiln_epilogue>?) -> Void
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let weight: NDArray
+    let epilogue: kiln_epilogue
+    let window: OpSet.Window
+    let kernel: Kernel
+
+    init(id: KernelID, op: KilnFormat.Operation, weight: NDArray, epilogue: kiln_epilogue) throws {
+        guard weight.rank == 3, weight.scalarType == .float32 else {
+            throw OpError("weight is \(weight.scalarType.rawValue)\(weight.shape), expected float32 [kh, kw, C]; compile the package again")
+        }
+        self.id = id
+        self.op = op
+        self.weight = weight
+        self.epilogue = epilogue
+        window = try OpSet.Window(op.attributes, kernel: Array(weight.shape[..<2]))
+        kernel = DepthwiseNHWCStep.variant(id.isa)
+    }
+
+    static func variant(_ isa: ISA) -> Kernel {
+        #if arch(x86_64)
+        if isa == .avx512 { return kiln_f32_dwconv2d_nhwc__avx512 }
+        if isa == .avx2 { return kiln_f32_dwconv2d_nhwc__avx2 }
+        #endif
+        return kiln_f32_dwconv2d_nhwc__scalar
+    }
+
+    /// `[N, oh, ow, C]` (the reordered weight is not a conv weight the schema could read).
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
+        guard let x = inputs.first ?? nil, x.shape.count == 4 else { return nil }
+        return [([x.shape[0], window.outputSize(0, size: x.shape[1]), window.outputSize(1, size: x.shape[2]), weight.shape[2]], .float32)]
+    }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        let (kh, kw, channels) = (weight.shape[0], weight.shape[1], weight.shape[2])
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, x.shape[3] == channels else {
+            throw OpError("needs a float32 NHWC input with \(channels) channels")
+        }
+        let (batch, h, w) = (x.shape[0], x.shape[1], x.shape[2])
+        let bias = inputs.count > 2 ? inputs[2] : nil
+        if let bias { guard bias.count == channels, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(channels) channels") } }
+        let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
+        let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
+        let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
+        let parts = channels * oh * ow * kh * kw < 1 << 15 ? 1 : context.threads
+        // Short planes split channels (in whole 16-lane vectors), so both halves stay balanced.
+        let byChannels = oh < 4 * parts && channels >= 32 * parts
+        let rowParts = byChannels ? [0 ..< oh] : splitRanges(oh, parts: parts)
+        let channelParts = byChannels ? splitRanges(channels, parts: parts, align: 16) : [0 ..< channels]
+        let (y, weight, base, kernel, threads) = (outputs[0], weight, epilogue, kernel, context.threads)
+        let work = rowParts.flatMap { r in channelParts.map { (r, $0) } }
+        return BoundStep { slots in
+            let px = x.floats(slots), py = y.floats(slots), pw = weight.unsafeBase.assumingMemoryBound(to: Float.self)
+            var e = base
+            e.bias = bias.map { UnsafePointer($0.floats(slots)) }
+            for image in 0 ..< batch {
+                let xi = px + image * h * w * channels, yi = py + image * oh * ow * channels
+                parallelFor(work.count, threads: threads) { i in
+                    let (r, cr) = work[i]
+                    var part = e
+                    kernel(h, w, channels, xi, kh, kw, pw, sh, sw, dh, dw, pt, pl, oh, ow, r.lowerBound, r.upperBound, cr.lowerBound,
+                           cr.upperBound, yi, &part)
+                }
+            }
+        }
+    }
+}
+
+/// Channels-last 2-D `max_pool`/`average_pool`: output rows split across threads.
+struct Pool2DNHWCStep: StepKernel, @unchecked Sendable {
+    typealias Kernel = @convention(c) (Int32, Int32, Int, Int, Int, UnsafePointer<Float>?, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int,
+                                       Int, Int, Int, Int, UnsafeMutablePointer<Float>?) -> Void
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let window: OpSet.Window
+    let kernel: Kernel
+
+    init(id: KernelID, op: KilnFormat.Operation) throws {
+        self.id = id
+        self.op = op
+        guard let shape = try op.attributes.ints("kernel_shape"), shape.count == 2 else { throw OpError("needs a 2-D kernel_shape") }
+        window = try OpSet.Window(op.attributes, kernel: shape)
+        #if arch(x86_64)
+        kernel = id.isa == .avx512 ? kiln_f32_pool2d_nhwc__avx512 : id.isa == .avx2 ? kiln_f32_pool2d_nhwc__avx2 : kiln_f32_pool2d_nhwc__scalar
+        #else
+        kernel = kiln_f32_pool2d_nhwc__scalar
+        #endif
+    }
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, outputs.count == 1 else { throw OpError("needs a float32 NHWC input") }
+        let (batch, h, w, c) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+        let (pt, pb) = window.padding(0, size: h), (pl, pr) = window.padding(1, size: w)
+        let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
+        let (kh, kw) = (window.kernel[0], window.kernel[1])
+        let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
+        let isMax: Int32 = op.opType == "max_pool" ? 1 : 0
+        let countPad = Int32(try op.attributes.int("count_include_pad", 0) != 0 ? 1 : 0)
+        let parts = splitRanges(oh, parts: c * oh * ow * kh * kw < 1 << 15 ? 1 : context.threads)
+        let (y, kernel, threads) = (outputs[0], kernel, context.threads)
+        return BoundStep { slots in
+            for image in 0 ..< batch {
+                let xi = x.floats(slots) + image * h * w * c, yi = y.floats(slots) + image * oh * ow * c
+                parallelFor(parts.count, threads: threads) { i in
+                    let r = parts[i]
+                    kernel(isMax, countPad, h, w, c, xi, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow, r.lowerBound, r.upperBound, yi)
+                }
+            }
+        }
+    }
+}
