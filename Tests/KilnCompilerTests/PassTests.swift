@@ -201,6 +201,19 @@ final class PassTests: XCTestCase {
         let a = try run(planes, ["image": pixels])["features"]!.scalars(as: Float.self)
         let z = try run(unit2.model, ["image": pixels])["features"]!.scalars(as: Float.self)
         for (g, w) in zip(z, a) { XCTAssertEqual(g, w, accuracy: 1e-5) }
+
+        // A lone convolution that would need a transpose in and one out stays channels-first.
+        var b3 = ModelBuilder(name: "lone")
+        let w5 = try b3.addWeight("w5", shape: [8, 16, 1, 1], values: values(128, 8))
+        var h = b3.function("main")
+        let seq = h.input("seq", TensorType(.float32, [1, 16, 8, 4]))
+        let mixed = try h.apply1("conv", [seq, h.use(w5)], name: "mix")
+        h.output("flat", try h.apply1("flatten", [mixed], ["axis": .int(1)], name: "flat"))
+        try b3.add(h)
+        var unit3 = CompilationUnit(model: try b3.build(), arch: x86)
+        try ChannelsLastLayout().apply(to: &unit3)
+        XCTAssertEqual(unit3.model.functions[0].operations.map(\.opType), ["conv", "flatten"])
+        XCTAssertNil(unit3.model.functions[0].operations[0].attributes["channels_last"])
     }
 
     func testUnknownPassIsRejectedBeforeWork() throws {

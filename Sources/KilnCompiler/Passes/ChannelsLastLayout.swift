@@ -33,9 +33,22 @@ public struct ChannelsLastLayout: CompilerPass {
     /// - Throws: ``CompileError`` when a weight cannot be decoded.
     public func apply(to unit: inout CompilationUnit) throws {
         for fi in unit.model.functions.indices {
-            var walk = Walk(function: unit.model.functions[fi])
-            try walk.run(&unit)
-            unit.model.functions[fi] = walk.result
+            // A region of channels-last ops with a single convolution that needs a transpose on its
+            // way in and on its way out (a lone 1-D convolution in a sequence model) costs more than
+            // it saves: its convolutions stay channels-first and the walk runs again.
+            var excluded: Set<String> = []
+            while true {
+                var trial = unit
+                var walk = Walk(function: unit.model.functions[fi], excluded: excluded)
+                try walk.run(&trial)
+                let lone = walk.loneConvolutions()
+                if lone.isEmpty {
+                    unit = trial
+                    unit.model.functions[fi] = walk.result
+                    break
+                }
+                excluded.formUnion(lone)
+            }
         }
     }
 
@@ -55,9 +68,22 @@ public struct ChannelsLastLayout: CompilerPass {
         var alias: [String: String] = [:]
         var names: Set<String> = []
         var transposedWeights: [String: String] = [:]
+        /// Convolutions and pools left channels-first (by name).
+        let excluded: Set<String>
+        /// The transpose (source, perm) that made each channels-first value, for composing.
+        var transposedFrom: [String: (source: String, perm: [Int])] = [:]
+        /// Region of each twin (union-find over op indices of `out`): which channels-last ops are connected.
+        var region: [String: Int] = [:]
+        var parent: [Int] = []
+        /// Per region root: its convolutions and the transposes on its boundary.
+        var convolutions: [Int: [String]] = [:]
+        var boundary: [Int: Int] = [:]
+        /// Twins made by a transpose, not yet part of a region.
+        var madeTwins: Set<String> = []
 
-        init(function: Function) {
+        init(function: Function, excluded: Set<String> = []) {
             self.function = function
+            self.excluded = excluded
             for a in function.inputs {
                 types[a.name] = a.type
                 present.insert(a.name)
@@ -83,6 +109,20 @@ public struct ChannelsLastLayout: CompilerPass {
             return f
         }
 
+        mutating func root(_ i: Int) -> Int {
+            var i = i
+            while parent[i] != i { parent[i] = parent[parent[i]]; i = parent[i] }
+            return i
+        }
+
+        /// Convolutions alone in their region with transposes both into and out of it.
+        mutating func loneConvolutions() -> Set<String> {
+            var counts: [Int: (convs: [String], boundary: Int)] = [:]
+            for (r, convs) in convolutions { counts[root(r), default: ([], 0)].convs += convs }
+            for (r, n) in boundary { counts[root(r), default: ([], 0)].boundary += n }
+            return Set(counts.values.filter { $0.convs.count == 1 && $0.boundary >= 2 }.flatMap(\.convs))
+        }
+
         func fresh(_ base: String) -> String {
             if !names.contains(base) { return base }
             var i = 2
@@ -106,6 +146,9 @@ public struct ChannelsLastLayout: CompilerPass {
             guard let t = twin[v], let type = types[v] else { return v }
             transpose(t, ChannelsLastLayout.toFirst, as: v, type: type, from: op)
             present.insert(v)
+            if let r = region[t], let lastType = types[t], !ChannelsLastLayout.movesOnlyUnitDims(lastType, ChannelsLastLayout.toFirst) {
+                boundary[r, default: 0] += 1
+            }
             return v
         }
 
@@ -117,7 +160,15 @@ public struct ChannelsLastLayout: CompilerPass {
             names.insert(name)
             let lastType = Walk.permuted(type, ChannelsLastLayout.toLast)
             types[name] = lastType
-            transpose(v, ChannelsLastLayout.toLast, as: name, type: lastType, from: op)
+            // A value made by a transpose: one transpose of its source instead of two in a row.
+            if let (source, perm) = transposedFrom[v], let sourceType = types[source] {
+                let composed = ChannelsLastLayout.toLast.map { perm[$0] }
+                transpose(source, composed, as: name, type: lastType, from: op)
+                if !ChannelsLastLayout.movesOnlyUnitDims(sourceType, composed) { madeTwins.insert(name) }
+            } else {
+                transpose(v, ChannelsLastLayout.toLast, as: name, type: lastType, from: op)
+                if !ChannelsLastLayout.movesOnlyUnitDims(type, ChannelsLastLayout.toLast) { madeTwins.insert(name) }
+            }
             twin[v] = name
             return name
         }
@@ -136,14 +187,32 @@ public struct ChannelsLastLayout: CompilerPass {
             o.outputs = [Value(name: name, type: type)]
             twin[v.name] = name
             out.append(o)
+            // The op joins the regions of its channels-last inputs; a transpose made for it is on the boundary.
+            let id = parent.count
+            parent.append(id)
+            for input in inputs where region[input] != nil || madeTwins.contains(input) {
+                if let r = region[input] {
+                    let (a, b) = (root(r), root(id))
+                    if a != b { parent[a] = b }
+                } else {
+                    boundary[id, default: 0] += 1
+                    madeTwins.remove(input)
+                }
+            }
+            region[name] = id
+            if op.opType == "conv" { convolutions[id, default: []].append(op.name) }
         }
 
         mutating func run(_ unit: inout CompilationUnit) throws {
             for original in function.operations {
                 var op = original
                 op.inputs = op.inputs.map { alias[$0] ?? $0 }
-                if try !rewrite(op, &unit) {
+                let rewritten = excluded.contains(op.name) ? false : try rewrite(op, &unit)
+                if !rewritten {
                     op.inputs = op.inputs.map { first($0, for: op) }
+                    if op.opType == "transpose", op.outputs.count == 1, let perm = try? op.attributes.ints("perm"), perm.count == 4 {
+                        transposedFrom[op.outputs[0].name] = (op.inputs[0], perm)
+                    }
                     for o in op.outputs { present.insert(o.name) }
                     out.append(op)
                 }
@@ -259,6 +328,13 @@ public struct ChannelsLastLayout: CompilerPass {
             types[newName] = TensorType(.float32, moved.shape.map { .size($0) })
             return newName
         }
+    }
+
+    /// Whether transposing a tensor of `type` by `perm` moves only size-1 dims (a view, no copy).
+    static func movesOnlyUnitDims(_ type: TensorType, _ perm: [Int]) -> Bool {
+        guard perm.count == type.rank else { return false }
+        let moved = perm.filter { type.shape[$0] != .size(1) }
+        return moved == moved.sorted()
     }
 
     /// Whether a conv reads its channels-first input directly (`channels_last = 2`): one group, a

@@ -121,9 +121,17 @@ struct CopyStep: StepKernel {
         return (shape, offset, strides)
     }
 
-    /// The byte offset of a slice whose result is one contiguous run of its input (so a shape
-    /// plan can give it the input's memory), else `nil`.
+    /// The byte offset of a slice whose result is one contiguous run of its input, or 0 for a
+    /// transpose that moves only size-1 dims (so a shape plan can give either the input's memory),
+    /// else `nil`.
     func contiguousSliceOffset(_ inputs: [Operand?]) -> Int? {
+        if op.opType == "transpose", let x = inputs.first ?? nil {
+            // A transpose that moves only size-1 dims keeps every element where it was: a view.
+            let perm = (try? op.attributes.ints("perm")) ?? Array((0 ..< x.shape.count).reversed())
+            guard perm.count == x.shape.count else { return nil }
+            let moved = perm.filter { x.shape[$0] != 1 }
+            return moved == moved.sorted() ? 0 : nil
+        }
         guard op.opType == "slice", let x = inputs.first ?? nil else { return nil }
         let size = x.dtype.bitWidth / 8
         guard let (shape, offset, strides) = try? sliceLayout(inputs, size: size), !shape.contains(0) else { return nil }
