@@ -88,3 +88,62 @@ size_t kiln_gather__scalar(size_t size, size_t outer, size_t n, size_t inner, co
     }
     return 0;
 }
+
+void kiln_f32_transpose_rows__scalar(size_t rows, size_t cols, const float *x, float *y, size_t r_begin, size_t r_end) {
+    const size_t t = 32;
+    for (size_t r0 = r_begin; r0 < r_end; r0 += t) {
+        const size_t r1 = r0 + t < r_end ? r0 + t : r_end;
+        for (size_t c0 = 0; c0 < cols; c0 += t) {
+            const size_t c1 = c0 + t < cols ? c0 + t : cols;
+            for (size_t r = r0; r < r1; r++)
+                for (size_t c = c0; c < c1; c++) y[c * rows + r] = x[r * cols + c];
+        }
+    }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+// 8 × 8 blocks transposed in registers (unpack, shuffle, then swap the 128-bit halves).
+__attribute__((target("avx2,fma"))) void kiln_f32_transpose_rows__avx2(size_t rows, size_t cols, const float *x, float *y,
+                                                                      size_t r_begin, size_t r_end) {
+    size_t r = r_begin;
+    for (; r + 8 <= r_end; r += 8) {
+        size_t c = 0;
+        for (; c + 8 <= cols; c += 8) {
+            const float *s = x + r * cols + c;
+            const __m256 a0 = _mm256_loadu_ps(s), a1 = _mm256_loadu_ps(s + cols), a2 = _mm256_loadu_ps(s + 2 * cols),
+                         a3 = _mm256_loadu_ps(s + 3 * cols), a4 = _mm256_loadu_ps(s + 4 * cols), a5 = _mm256_loadu_ps(s + 5 * cols),
+                         a6 = _mm256_loadu_ps(s + 6 * cols), a7 = _mm256_loadu_ps(s + 7 * cols);
+            const __m256 t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpackhi_ps(a0, a1), t2 = _mm256_unpacklo_ps(a2, a3),
+                         t3 = _mm256_unpackhi_ps(a2, a3), t4 = _mm256_unpacklo_ps(a4, a5), t5 = _mm256_unpackhi_ps(a4, a5),
+                         t6 = _mm256_unpacklo_ps(a6, a7), t7 = _mm256_unpackhi_ps(a6, a7);
+            const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44),
+                         u3 = _mm256_shuffle_ps(t1, t3, 0xEE), u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                         u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            float *d = y + c * rows + r;
+            _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(d + rows, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(d + 2 * rows, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(d + 3 * rows, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(d + 4 * rows, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(d + 5 * rows, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(d + 6 * rows, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(d + 7 * rows, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+        for (; c < cols; c++)
+            for (size_t i = 0; i < 8; i++) y[c * rows + r + i] = x[(r + i) * cols + c];
+    }
+    if (r < r_end) kiln_f32_transpose_rows__scalar(rows, cols, x, y, r, r_end);
+}
+#endif
+
+void kiln_f32_transpose_rows(size_t rows, size_t cols, const float *x, float *y, size_t r_begin, size_t r_end) {
+#if defined(__x86_64__)
+    if (kiln_cpu_features() & KILN_CPU_X86_V3) {
+        kiln_f32_transpose_rows__avx2(rows, cols, x, y, r_begin, r_end);
+        return;
+    }
+#endif
+    kiln_f32_transpose_rows__scalar(rows, cols, x, y, r_begin, r_end);
+}

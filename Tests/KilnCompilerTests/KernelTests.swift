@@ -204,6 +204,30 @@ final class KernelTests: XCTestCase {
         }
     }
 
+    /// Matrix transposes (the channels-first ↔ channels-last copies) in every variant, over row
+    /// ranges that start and end off the 8 × 8 blocks.
+    func testTransposeRows() {
+        var variants: [(String, (Int, Int, UnsafePointer<Float>?, UnsafeMutablePointer<Float>?, Int, Int) -> Void)] = [
+            ("scalar", kiln_f32_transpose_rows__scalar), ("dispatch", kiln_f32_transpose_rows),
+        ]
+        #if arch(x86_64)
+        if ISA.avx2.isRunnableOnHost { variants.append(("avx2", kiln_f32_transpose_rows__avx2)) } else { print("skipped: transpose_rows__avx2 (this CPU lacks avx2)") }
+        #endif
+        for (name, f) in variants {
+            for rows in [1, 7, 8, 9, 17, 40] { for cols in [1, 3, 8, 13, 24] {
+                let x = (0 ..< rows * cols).map { Float($0) }
+                var y = [Float](repeating: .nan, count: rows * cols)
+                let split = min(rows, 3)
+                f(rows, cols, x, &y, 0, split)
+                f(rows, cols, x, &y, split, rows)
+                for r in 0 ..< rows { for c in 0 ..< cols where y[c * rows + r] != x[r * cols + c] {
+                    XCTFail("\(name) \(rows)x\(cols): (\(r), \(c)) got \(y[c * rows + r])")
+                    return
+                } }
+            } }
+        }
+    }
+
     /// Global pools against plain Swift at sizes around the vector width; a NaN never wins the max.
     func testGlobalPools() {
         for n in [1, 7, 8, 15, 16, 17, 33, 508] {

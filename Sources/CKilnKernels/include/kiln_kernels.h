@@ -358,6 +358,13 @@ size_t kiln_f32_dwconv2d_scratch_floats(size_t kh, size_t kw, size_t sh, size_t 
 void kiln_f32_im2col__scalar(size_t channels, size_t h, size_t w, const float *x,
                              size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
                              size_t oh, size_t ow, float *cols);
+/// y[c, r] = x[r, c] for rows [r_begin, r_end) of a rows × cols matrix x (y is cols × rows).
+#define KILN_DECLARE_TRANSPOSE(isa) \
+    void kiln_f32_transpose_rows__##isa(size_t rows, size_t cols, const float *x, float *y, size_t r_begin, size_t r_end);
+KILN_VECTOR_ISAS(KILN_DECLARE_TRANSPOSE)
+#undef KILN_DECLARE_TRANSPOSE
+/// `kiln_f32_transpose_rows__*` in the widest variant the host runs.
+void kiln_f32_transpose_rows(size_t rows, size_t cols, const float *x, float *y, size_t r_begin, size_t r_end);
 /// y[c, r] = x[r, c] for a rows x cols block.
 void kiln_f32_transpose__scalar(size_t rows, size_t cols, const float *x, float *y);
 

@@ -256,6 +256,17 @@ struct CopyStep: StepKernel {
         }
         blocks = blocks.map { $0.merged() }
         for b in blocks where b.shape.count > Int(KILN_MAX_RANK) { throw OpError("rank \(b.shape.count) is above \(KILN_MAX_RANK)") }
+        // A float matrix (or a batch of them) transposed: 8 × 8 register blocks, rows split across threads.
+        if size == 4, fill == nil, blocks.count == 1, let t = Transpose2D(blocks[0]) {
+            let parts = splitRanges(t.rows, parts: t.rows * t.cols * t.batch < 1 << 16 ? 1 : context.threads, align: 8)
+            let (x, y, threads) = (inputs[0]!, outputs[0], context.threads)
+            return BoundStep { slots in
+                for i in 0 ..< t.batch {
+                    let xi = x.floats(slots) + i * t.rows * t.cols, yi = y.floats(slots) + i * t.rows * t.cols
+                    parallelFor(parts.count, threads: threads) { p in kiln_f32_transpose_rows(t.rows, t.cols, xi, yi, parts[p].lowerBound, parts[p].upperBound) }
+                }
+            }
+        }
         let layouts = blocks.map { ShapeBuffer(shape: $0.shape, strides: [$0.sourceStrides, $0.targetStrides]) }
         let fillCount = outputs.first?.count ?? 0
         return BoundStep { slots in
@@ -268,6 +279,21 @@ struct CopyStep: StepKernel {
                                      outputs[b.target].pointer(slots) + b.targetOffset, layout.strides(1))
             }
         }
+    }
+}
+
+/// A merged block copy of 4-byte elements that is `batch` dense row-major matrices of rows × cols
+/// written transposed (`y[b][c][r] = x[b][r][c]`), from one dense input at offset 0.
+struct Transpose2D {
+    var batch, rows, cols: Int
+
+    init?(_ b: BlockCopy) {
+        guard b.sourceOffset == 0, b.targetOffset == 0, b.shape.count == 2 || b.shape.count == 3 else { return nil }
+        let r = b.shape.count
+        let (cols, rows) = (b.shape[r - 2], b.shape[r - 1]) // output [cols, rows] of an input [rows, cols]
+        guard b.targetStrides == byteStrides(b.shape, 4), b.sourceStrides[r - 2] == 4, b.sourceStrides[r - 1] == cols * 4 else { return nil }
+        if r == 3 { guard b.sourceStrides[0] == rows * cols * 4 else { return nil } }
+        (batch, self.rows, self.cols) = (r == 3 ? b.shape[0] : 1, rows, cols)
     }
 }
 
