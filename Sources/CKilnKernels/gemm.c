@@ -284,6 +284,26 @@ void kiln_f32_igemm(kiln_f32_igemm_ukernel ukernel, size_t mr, const kiln_packed
     const int apply = epilogue && (epilogue->bias || epilogue->row_bias || epilogue->activation != KILN_UNARY_NONE);
     const int residual = epilogue && epilogue->accumulate;
     if (mr > KILN_MAX_MR) return; // no microkernel has such a tile
+    if (b->kind == KILN_B_F32 && (p_end - p_begin) * k * nr * sizeof(float) <= KILN_ROWS_OUTER_BYTES) {
+        // The call's panels fit in L2 together: pixel tiles outer, so each tile's windows are
+        // read from memory once and from L1 for every panel.
+        for (size_t m = m_begin; m < m_end; m += mr) {
+            const size_t rows = m_end - m < mr ? m_end - m : mr;
+            const float *base[KILN_MAX_MR];
+            size_t oy = m / ow, ox = m % ow;
+            for (size_t i = 0; i < rows; i++) {
+                base[i] = x + oy * row_step + ox * pixel_step;
+                if (++ox == ow) { ox = 0; oy++; }
+            }
+            for (size_t p = p_begin; p < p_end; p++) {
+                const size_t n0 = p * nr, nc = b->n - n0 < nr ? b->n - n0 : nr;
+                const kiln_tile_args t = kiln_tile_args_at(epilogue, apply, m, n0, residual);
+                ukernel(rows, nc, k, base, offsets, (const float *)b->data + p * k * nr, c + m * ldc + n0, ldc,
+                        apply || residual ? &t : NULL);
+            }
+        }
+        return;
+    }
     for (size_t p = p_begin; p < p_end; p++) {
         const float *panel;
         if (b->kind == KILN_B_F32) {

@@ -9,13 +9,16 @@ public enum Compiler {
         BatchNormFolding.name: BatchNormFolding(),
         EpilogueFusion.name: EpilogueFusion(),
         ChannelsLastLayout.name: ChannelsLastLayout(),
+        PadFolding.name: PadFolding(),
+        ResidualFusion.name: ResidualFusion(),
         Lowering.name: Lowering(),
     ]
 
-    /// The default pipeline: clean up, fold, fuse, lower.
+    /// The default pipeline: clean up, fold, fuse, choose the layout, fold pads, fuse residuals and
+    /// the activations the layout made adjacent, lower.
     public static let defaultPipeline = [
         DeadCodeElimination.name, ConstantFolding.name, BatchNormFolding.name, EpilogueFusion.name, ChannelsLastLayout.name,
-        DeadCodeElimination.name, Lowering.name,
+        PadFolding.name, ResidualFusion.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
     ]
 
     /// What to compile for.

@@ -104,6 +104,24 @@ final class PassTests: XCTestCase {
         XCTAssertEqual(ops[0].attributes["kiln.activation"], .string("gelu"))
     }
 
+    /// `mul(y, sigmoid(y))` after a convolution fuses as a SiLU epilogue, in either operand order.
+    func testSiLUFusion() throws {
+        var b = ModelBuilder(name: "silu")
+        let w = try b.addWeight("w", shape: [3, 2, 1, 1], values: values(6, 1))
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [1, 2, 4, 4]))
+        let c = try f.apply1("conv", [x, f.use(w)], name: "conv")
+        let s = try f.apply1("sigmoid", [c], name: "gate")
+        f.output("y", try f.apply1("mul", [s, c], name: "silu"))
+        try b.add(f)
+        var unit = CompilationUnit(model: try b.build(), arch: x86)
+        try EpilogueFusion().apply(to: &unit)
+        let ops = unit.model.functions[0].operations
+        XCTAssertEqual(ops.map(\.opType), ["conv"])
+        XCTAssertEqual(ops[0].outputs.map(\.name), ["silu"])
+        XCTAssertEqual(try ops[0].attributes.string("kiln.activation", ""), "silu")
+    }
+
     func testFusionKeepsValuesOtherOpsRead() throws {
         var b = ModelBuilder(name: "keep")
         let w = try b.addWeight("w", shape: [3, 4], values: values(12, 2))
@@ -214,6 +232,75 @@ final class PassTests: XCTestCase {
         try ChannelsLastLayout().apply(to: &unit3)
         XCTAssertEqual(unit3.model.functions[0].operations.map(\.opType), ["conv", "flatten"])
         XCTAssertNil(unit3.model.functions[0].operations[0].attributes["channels_last"])
+    }
+
+    /// A TensorFlow-style `pad → transpose → conv` after the layout pass: the pad folds into the
+    /// convolution's pads; a reflect pad and a pad of the channel dim stay.
+    func testPadFolding() throws {
+        var b = ModelBuilder(name: "pads")
+        let w = try b.addWeight("w", shape: [4, 3, 3, 3], values: values(108, 1))
+        let pads = try b.addWeight("pads", dtype: .int64, shape: [8], bytes: [0, 1, 2, 0, 0, 2, 1, 0].flatMap { (v: Int64) in withUnsafeBytes(of: v.littleEndian) { Array($0) } })
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [1, 6, 7, 3]))
+        let padded = try f.apply1("pad", [x, f.use(pads)], ["mode": .string("constant")], name: "pad")
+        let t = try f.apply1("transpose", [padded], ["perm": .ints([0, 3, 1, 2])], name: "t")
+        let c = try f.apply1("conv", [t, f.use(w)], ["pads": .ints([1, 0, 0, 1])], name: "conv")
+        f.output("y", try f.apply1("transpose", [c], ["perm": .ints([0, 2, 3, 1])], name: "back"))
+        let reflect = try f.apply1("pad", [x], ["mode": .string("reflect"), "pads": .ints([0, 1, 1, 0, 0, 1, 1, 0])], name: "reflect")
+        let t2 = try f.apply1("transpose", [reflect], ["perm": .ints([0, 3, 1, 2])], name: "t2")
+        let c2 = try f.apply1("conv", [t2, f.use(w)], name: "conv2")
+        f.output("z", try f.apply1("transpose", [c2], ["perm": .ints([0, 2, 3, 1])], name: "back2"))
+        try b.add(f)
+        let model = try b.build()
+        var unit = CompilationUnit(model: model, arch: x86)
+        try ChannelsLastLayout().apply(to: &unit)
+        try PadFolding().apply(to: &unit)
+        try DeadCodeElimination().apply(to: &unit)
+        let ops = unit.model.functions[0].operations
+        XCTAssertEqual(ops.filter { $0.opType == "pad" }.map(\.name), ["reflect"])
+        XCTAssertEqual(try ops.first { $0.name == "conv" }?.attributes.ints("pads"), [2, 2, 2, 2])
+        XCTAssertEqual(ops.first { $0.name == "conv" }?.inputs[0], "x")
+        XCTAssertNoThrow(try unit.model.validate())
+        let input = NDArray(shape: [1, 6, 7, 3], scalars: values(126, 2))
+        let want = try run(model, ["x": input]), got = try run(unit.model, ["x": input])
+        for name in ["y", "z"] {
+            for (g, w) in zip(got[name]!.scalars(as: Float.self), want[name]!.scalars(as: Float.self)) { XCTAssertEqual(g, w, accuracy: 1e-5, name) }
+        }
+    }
+
+    /// A residual add after a channels-last convolution becomes the conv's fourth input, and the
+    /// relu after it then fuses into the conv's epilogue; a residual whose conv output has another
+    /// reader stays an add.
+    func testResidualFusion() throws {
+        var b = ModelBuilder(name: "residual")
+        let w1 = try b.addWeight("w1", shape: [4, 4, 3, 3], values: values(144, 1))
+        let w2 = try b.addWeight("w2", shape: [4, 4, 1, 1], values: values(16, 2))
+        let w0 = try b.addWeight("w0", shape: [4, 3, 3, 3], values: values(108, 3))
+        var f = b.function("main")
+        let image = f.input("x", TensorType(.float32, [1, 3, 5, 5]))
+        let x = try f.apply1("conv", [image, f.use(w0)], ["pads": .ints([1, 1, 1, 1])], name: "stem")
+        let c1 = try f.apply1("conv", [x, f.use(w1)], ["pads": .ints([1, 1, 1, 1])], name: "conv1")
+        let sum = try f.apply1("relu", [try f.apply1("add", [c1, x], name: "add1")], name: "relu")
+        let c2 = try f.apply1("conv", [sum, f.use(w2)], name: "conv2")
+        f.output("y", try f.apply1("add", [c2, sum], name: "add2"))
+        f.output("c2", c2)
+        try b.add(f)
+        let model = try b.build()
+        var unit = CompilationUnit(model: model, arch: x86)
+        for pass in [ChannelsLastLayout.name, ResidualFusion.name, EpilogueFusion.name, DeadCodeElimination.name] { try Compiler.passes[pass]!.apply(to: &unit) }
+        let ops = unit.model.functions[0].operations
+        XCTAssertEqual(ops.filter { $0.opType == "add" }.map(\.name), ["add2"])
+        let conv1 = ops.first { $0.name == "conv1" }
+        XCTAssertEqual(conv1?.inputs.count, 4)
+        XCTAssertEqual(try conv1?.attributes.string("kiln.activation", ""), "relu")
+        // The reference runs the fused residual (the activation is the lowered kernel's job).
+        var plain = CompilationUnit(model: model, arch: x86)
+        for pass in [ChannelsLastLayout.name, ResidualFusion.name, DeadCodeElimination.name] { try Compiler.passes[pass]!.apply(to: &plain) }
+        XCTAssertNoThrow(try plain.model.validate())
+        let input = NDArray(shape: [1, 3, 5, 5], scalars: values(75, 4))
+        let want = try run(model, ["x": input])["y"]!.scalars(as: Float.self)
+        let got = try run(plain.model, ["x": input])["y"]!.scalars(as: Float.self)
+        for (g, w) in zip(got, want) { XCTAssertEqual(g, w, accuracy: 1e-4) }
     }
 
     func testUnknownPassIsRejectedBeforeWork() throws {

@@ -44,11 +44,12 @@ void kiln_parallel_for(size_t count, kiln_task_fn fn, void *ctx);
 
 /// The unary functions, one list: elementwise `f32_unary` kernels and GEMM/convolution
 /// epilogues use the same codes (an epilogue's activation 0 means none). Parameters:
-/// hard_sigmoid clamp(alpha * x + beta, 0, 1); clip clamp(x, alpha, beta); leaky_relu slope alpha.
+/// hard_sigmoid clamp(alpha * x + beta, 0, 1); clip clamp(x, alpha, beta); leaky_relu slope alpha;
+/// silu x · sigmoid(x).
 #define KILN_UNARY_OPS(X) \
     X(RELU, 1) X(HARD_SWISH, 2) X(HARD_SIGMOID, 3) X(GELU, 4) X(CLIP, 5) X(SIGMOID, 6) X(TANH, 7) \
     X(EXP, 8) X(ERF, 9) X(SQRT, 10) X(RECIPROCAL, 11) X(NEG, 12) X(ABS, 13) X(GELU_TANH, 14) X(LOG, 15) \
-    X(LEAKY_RELU, 16) X(FLOOR, 17) X(CEIL, 18) X(ROUND, 19) X(IDENTITY, 20) X(SOFTPLUS, 21)
+    X(LEAKY_RELU, 16) X(FLOOR, 17) X(CEIL, 18) X(ROUND, 19) X(IDENTITY, 20) X(SOFTPLUS, 21) X(SILU, 22)
 #define KILN_DECLARE_UNARY(name, code) KILN_UNARY_##name = code,
 enum { KILN_UNARY_NONE = 0, KILN_UNARY_OPS(KILN_DECLARE_UNARY) };
 #undef KILN_DECLARE_UNARY

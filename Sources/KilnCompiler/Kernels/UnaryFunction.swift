@@ -7,6 +7,8 @@ import KilnFormat
 public enum UnaryFunction: String, Sendable, Hashable, CaseIterable {
     case relu, hardSwish = "hard_swish", hardSigmoid = "hard_sigmoid", gelu, geluTanh = "gelu_tanh", clip, sigmoid, tanh
     case exp, log, erf, sqrt, reciprocal, neg, abs, leakyRelu = "leaky_relu", floor, ceil, round, identity, softplus
+    /// `x · sigmoid(x)`: no op of its own; fused from `mul(x, sigmoid(x))` after a GEMM or convolution.
+    case silu
 
     /// The C code (`KILN_UNARY_*`).
     package var code: Int32 {
@@ -32,13 +34,14 @@ public enum UnaryFunction: String, Sendable, Hashable, CaseIterable {
         case .round: return Int32(KILN_UNARY_ROUND)
         case .identity: return Int32(KILN_UNARY_IDENTITY)
         case .softplus: return Int32(KILN_UNARY_SOFTPLUS)
+        case .silu: return Int32(KILN_UNARY_SILU)
         }
     }
 
     /// Whether a GEMM or convolution epilogue may apply it (the activations networks fuse).
     public var isActivation: Bool {
         switch self {
-        case .relu, .hardSwish, .hardSigmoid, .gelu, .geluTanh, .clip, .sigmoid, .tanh, .leakyRelu: return true
+        case .relu, .hardSwish, .hardSigmoid, .gelu, .geluTanh, .clip, .sigmoid, .tanh, .leakyRelu, .silu: return true
         default: return false
         }
     }
@@ -81,7 +84,7 @@ public enum UnaryFunction: String, Sendable, Hashable, CaseIterable {
                   let hi = try? a.float("max", Double.infinity) else { return nil }
             return Application(function: .clip, alpha: Float(lo), beta: Float(hi))
         default:
-            guard let f = UnaryFunction(rawValue: op.opType), f != .geluTanh else { return nil }
+            guard let f = UnaryFunction(rawValue: op.opType), f != .geluTanh, f != .silu else { return nil }
             return Application(function: f, alpha: 0, beta: 0)
         }
     }

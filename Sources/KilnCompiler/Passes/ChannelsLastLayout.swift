@@ -187,7 +187,12 @@ public struct ChannelsLastLayout: CompilerPass {
             o.outputs = [Value(name: name, type: type)]
             twin[v.name] = name
             out.append(o)
-            // The op joins the regions of its channels-last inputs; a transpose made for it is on the boundary.
+            join([name], inputs: inputs, isConvolution: op.opType == "conv", name: op.name)
+        }
+
+        /// Puts an emitted channels-last op (its twin outputs) in the region of its channels-last
+        /// inputs, joining those regions; a transpose made for it counts on the region's boundary.
+        mutating func join(_ outputs: [String], inputs: [String], isConvolution: Bool, name: String) {
             let id = parent.count
             parent.append(id)
             for input in inputs where region[input] != nil || madeTwins.contains(input) {
@@ -199,8 +204,8 @@ public struct ChannelsLastLayout: CompilerPass {
                     madeTwins.remove(input)
                 }
             }
-            region[name] = id
-            if op.opType == "conv" { convolutions[id, default: []].append(op.name) }
+            for o in outputs { region[o] = id }
+            if isConvolution { convolutions[id, default: []].append(name) }
         }
 
         mutating func run(_ unit: inout CompilationUnit) throws {
@@ -224,6 +229,24 @@ public struct ChannelsLastLayout: CompilerPass {
 
         /// Rewrites `op` channels-last when it can; false leaves it to the caller.
         mutating func rewrite(_ op: Operation, _ unit: inout CompilationUnit) throws -> Bool {
+            if op.opType == "split", let t = twin[op.inputs[0]], let axis = try? op.attributes.int("axis", 0), axis == 1 || axis == -3,
+               op.inputs.dropFirst().allSatisfy({ $0.isEmpty || unit.weight($0) != nil }), op.outputs.allSatisfy({ $0.type.rank == 4 }) {
+                // Channel splits (a C2f block's halves): along axis 3 of the twin, every part a twin.
+                var o = op
+                o.inputs = [t] + op.inputs.dropFirst()
+                o.attributes["axis"] = .int(3)
+                o.outputs = op.outputs.map { v in
+                    let name = fresh("\(v.name)@nhwc")
+                    names.insert(name)
+                    let type = Walk.permuted(v.type, ChannelsLastLayout.toLast)
+                    types[name] = type
+                    twin[v.name] = name
+                    return Value(name: name, type: type)
+                }
+                out.append(o)
+                join(o.outputs.map(\.name), inputs: [t], isConvolution: false, name: op.name)
+                return true
+            }
             guard op.outputs.count == 1 else { return false }
             let y = op.outputs[0]
             switch op.opType {
@@ -271,6 +294,24 @@ public struct ChannelsLastLayout: CompilerPass {
                 var a = op.attributes
                 a["axis"] = .int(3)
                 emitLast(op, inputs: op.inputs.map { twin[$0]! }, attributes: a)
+                return true
+            case "resize":
+                // Scales or sizes fixed at convert time, no region of interest: the same resize with
+                // its per-axis parameters moved to the channels-last axes.
+                guard let t = twin[op.inputs[0]], y.type.rank == 4, op.inputs.dropFirst().allSatisfy({ $0.isEmpty }),
+                      (try? op.attributes.string("coordinate_transformation_mode", "half_pixel")) != "tf_crop_and_resize" else { return false }
+                var a = op.attributes
+                if let axes = try? op.attributes.ints("axes") {
+                    let position = [0, 3, 1, 2]
+                    a["axes"] = .ints(try axes.map { position[try OpSet.normalize(axis: $0, rank: 4)] })
+                } else if let scales = try? op.attributes.floats("scales"), scales.count == 4 {
+                    a["scales"] = .floats(ChannelsLastLayout.toLast.map { scales[$0] })
+                } else if let sizes = try? op.attributes.ints("sizes"), sizes.count == 4 {
+                    a["sizes"] = .ints(ChannelsLastLayout.toLast.map { sizes[$0] })
+                } else {
+                    return false
+                }
+                emitLast(op, inputs: [t] + op.inputs.dropFirst(), attributes: a)
                 return true
             case "identity", "dropout":
                 // Inference dropout with no mask read is the identity: the result shares the input's twin.

@@ -4,7 +4,9 @@ import KilnFormat
 /// (with a weight as right operand).
 ///
 /// Before: `y = matmul(x, W); z = add(y, b); a = gelu(z)` — after: `a = matmul(x, W, b)`
-/// with attribute `kiln.activation = "gelu"`. Only values with a single reader fuse.
+/// with attribute `kiln.activation = "gelu"`. Only values with a single reader fuse, except a
+/// SiLU: `y = conv(x, W); s = sigmoid(y); z = mul(y, s)` becomes `z = conv(x, W)` with
+/// `kiln.activation = "silu"`.
 /// Activations: the ``UnaryFunction``s that are activations (clip only with constant
 /// bounds); their parameters become `kiln.alpha` / `kiln.beta`.
 public struct EpilogueFusion: CompilerPass {
@@ -26,10 +28,20 @@ public struct EpilogueFusion: CompilerPass {
                 let uses = UseIndex(f)
                 for (i, op) in f.operations.enumerated() where !removed.contains(i) && fusable(op, unit) {
                     let out = op.outputs[0].name
-                    guard uses.isPrivate(out), let ci = uses.readers[out]?.first, !removed.contains(ci) else { continue }
+                    guard uses.isPrivate(out) || isSiLU(op, uses, f), let ci = uses.readers[out]?.first, !removed.contains(ci) else { continue }
                     let consumer = f.operations[ci]
                     guard consumer.outputs.count == 1 else { continue }
                     var fused = op
+                    if let (sigmoid, product) = siluParts(op, uses, f), op.attributes["kiln.activation"] == nil,
+                       !removed.contains(sigmoid), !removed.contains(product) {
+                        // y = op(…); s = sigmoid(y); z = mul(y, s) — one op with a SiLU epilogue, where the mul was.
+                        UnaryFunction.fuse(.init(function: .silu, alpha: 0, beta: 0), into: &fused)
+                        fused.outputs = f.operations[product].outputs
+                        f.operations[product] = fused
+                        removed.formUnion([i, sigmoid])
+                        changed = true
+                        continue
+                    }
                     if consumer.opType == "add", op.opType == "matmul", op.inputs.count == 2, consumer.inputs.count == 2,
                        op.attributes["kiln.activation"] == nil {
                         let other = consumer.inputs[0] == out ? consumer.inputs[1] : consumer.inputs[0]
@@ -54,6 +66,23 @@ public struct EpilogueFusion: CompilerPass {
             }
             unit.model.functions[fi] = f
         }
+    }
+
+    /// Whether `op`'s result is read exactly by `sigmoid` and the `mul` of the two (a SiLU).
+    func isSiLU(_ op: Operation, _ uses: UseIndex, _ f: Function) -> Bool { siluParts(op, uses, f) != nil }
+
+    /// The sigmoid and product op indices when `op`'s result y feeds only `s = sigmoid(y)` and
+    /// `mul(y, s)` (either order), s has no other reader and neither y nor s is returned.
+    func siluParts(_ op: Operation, _ uses: UseIndex, _ f: Function) -> (sigmoid: Int, product: Int)? {
+        let y = op.outputs[0].name
+        guard !uses.returned.contains(y), let readers = uses.readers[y], readers.count == 2 else { return nil }
+        for (si, pi) in [(readers[0], readers[1]), (readers[1], readers[0])] {
+            let s = f.operations[si], p = f.operations[pi]
+            guard s.opType == "sigmoid", s.outputs.count == 1, uses.isPrivate(s.outputs[0].name), uses.readers[s.outputs[0].name] == [pi],
+                  p.opType == "mul", p.outputs.count == 1, Set(p.inputs) == [y, s.outputs[0].name], p.inputs.count == 2 else { continue }
+            return (si, pi)
+        }
+        return nil
     }
 
     func fusable(_ op: Operation, _ unit: CompilationUnit) -> Bool {

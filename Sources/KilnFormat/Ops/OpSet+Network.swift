@@ -146,7 +146,7 @@ extension OpSet {
                 }
                 return [TensorType(inputs[0].dtype, eq.output.map { sizes[$0] ?? .unknown })]
             },
-            op("conv", ["x", "weight", "bias?"], windowAttributes.merging(["group": .int, "kernel_shape": .ints]) { a, _ in a }) { ctx in
+            op("conv", ["x", "weight", "bias?", "residual?"], windowAttributes.merging(["group": .int, "kernel_shape": .ints]) { a, _ in a }) { ctx in
                 let (x, w) = (try ctx.input(0), try ctx.input(1))
                 guard x.rank >= 3, w.rank == x.rank else { throw OpError("conv needs x [N, C, …] and weight of the same rank, got \(x) and \(w)") }
                 let group = try ctx.attributes.int("group", 1)

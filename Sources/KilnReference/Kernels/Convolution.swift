@@ -24,6 +24,14 @@ enum Convolution {
         return first.transposed([0] + Array(2 ..< r) + [1]).contiguous()
     }
 
+    /// `y + residual` (same shape), or `y` when there is none: a convolution's fused residual input.
+    static func adding(_ y: NDArray, _ residual: NDArray?) throws -> NDArray {
+        guard let residual else { return y }
+        guard residual.shape == y.shape, residual.scalarType == .float32 else { throw OpError("conv: residual \(residual.shape) does not fit the output \(y.shape)") }
+        let r = residual.contiguous().scalars(as: Float.self), v = y.scalars(as: Float.self)
+        return NDArray(shape: y.shape, scalars: zip(v, r).map { $0 + $1 })
+    }
+
     static func conv(_ x: NDArray, _ w: NDArray, _ bias: NDArray?, _ attributes: [String: AttributeValue]) throws -> NDArray {
         guard x.scalarType == .float32, w.scalarType == .float32 else { throw OpError("conv needs float32 inputs") }
         guard x.rank >= 3, w.rank == x.rank else { throw OpError("conv: x \(x.shape) and weight \(w.shape) do not fit") }

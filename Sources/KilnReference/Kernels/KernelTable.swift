@@ -151,15 +151,22 @@ enum KernelTable {
         case "conv" where try OpSet.channelsLayout(a) == .planesToLast:
             return { inputs in
                 let y = try Convolution.conv(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a)
-                return [y.transposed([0] + Array(2 ..< y.rank) + [1]).contiguous()]
+                return [try Convolution.adding(y.transposed([0] + Array(2 ..< y.rank) + [1]).contiguous(), inputs.count > 3 ? inputs[3] : nil)]
             }
         case "conv" where try OpSet.channelsLast(a):
-            return { inputs in [try Convolution.channelsLast(try present(inputs, 0)) { try Convolution.conv($0, try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a) }] }
+            return { inputs in
+                let y = try Convolution.channelsLast(try present(inputs, 0)) { try Convolution.conv($0, try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a) }
+                return [try Convolution.adding(y, inputs.count > 3 ? inputs[3] : nil)]
+            }
         case "max_pool" where try OpSet.channelsLast(a):
             return { inputs in [try Convolution.channelsLast(try present(inputs, 0)) { try Convolution.pool($0, a, max: true) }] }
         case "average_pool" where try OpSet.channelsLast(a):
             return { inputs in [try Convolution.channelsLast(try present(inputs, 0)) { try Convolution.pool($0, a, max: false) }] }
-        case "conv": return { inputs in [try Convolution.conv(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a)] }
+        case "conv":
+            return { inputs in
+                [try Convolution.adding(try Convolution.conv(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a),
+                                        inputs.count > 3 ? inputs[3] : nil)]
+            }
         case "conv_transpose":
             return { inputs in [try Convolution.convTranspose(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a)] }
         case "max_pool": return { inputs in [try Convolution.pool(try present(inputs, 0), a, max: true)] }

@@ -129,7 +129,11 @@ final class ShapePlan: @unchecked Sendable {
             var outputs: [Operand] = []
             for s in step.outputs {
                 guard let o = operand(s) else { throw OpError("no shape recorded for a result of '\(step.name)'") }
-                let reuse = !elementwise.contains(step.kernel.id.family) || step.outputs.count != 1 ? nil : zip(step.inputs, inputs).first { s, x in
+                // Elementwise steps may write over any input; a convolution over the residual it adds (input 3).
+                let family = step.kernel.id.family
+                let candidates = step.outputs.count != 1 ? [] : elementwise.contains(family) ? Array(zip(step.inputs, inputs))
+                    : family == .conv2dNHWC && step.inputs.count > 3 ? [(step.inputs[3], inputs[3])] : []
+                let reuse = candidates.first { s, x in
                     guard s >= 0, let x, rootOf[s] >= 0, x.shape == o.shape, x.dtype == o.dtype, x.value == nil else { return false }
                     return rootReads[rootOf[s]] <= i
                 }?.0

@@ -146,7 +146,10 @@ extension ConvNHWCStep {
         let pixels = oh * ow, n = weights.n, mr = weights.mr, threads = context.threads, panelCount = weights.panels
         let small = pixels * n * weights.k < 1 << 15
         let parts = small ? 1 : threads
-        let byRows = pixels >= 2 * mr * parts || panelCount < parts
+        // Threads split the pixels, unless the weight is too large for L2 and has enough panels to
+        // share: then each thread streams only its half of it.
+        let weightBytes = weights.k * panelCount * weights.b.nr * 4
+        let byRows = panelCount < 2 * parts || (pixels >= 2 * mr * parts && weightBytes <= 1 << 19)
         let chunks: [(rows: Range<Int>, panels: Range<Int>)] = byRows
             ? splitRanges(pixels, parts: parts, align: mr).map { ($0, 0 ..< panelCount) }
             : splitRanges(panelCount, parts: parts).map { (0 ..< pixels, $0) }
