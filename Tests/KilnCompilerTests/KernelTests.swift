@@ -72,6 +72,7 @@ final class KernelTests: XCTestCase {
             (Int32(KILN_UNARY_NONE), 0, 0), (Int32(KILN_UNARY_RELU), 0, 0), (Int32(KILN_UNARY_HARD_SWISH), 0, 0),
             (Int32(KILN_UNARY_HARD_SIGMOID), 0.2, 0.5), (Int32(KILN_UNARY_CLIP), -0.5, 0.75), (Int32(KILN_UNARY_CLIP), 1, -1),
             (Int32(KILN_UNARY_LEAKY_RELU), 0.1, 0), (Int32(KILN_UNARY_GELU), 0, 0), (Int32(KILN_UNARY_SIGMOID), 0, 0),
+            (Int32(KILN_UNARY_SILU), 0, 0), (Int32(KILN_UNARY_TANH), 0, 0),
         ]
         var tested = 0
         for name in ["f32_gemm_4x8__scalar", "f32_gemm_4x16__scalar", "f32_gemm_6x16__avx2", "f32_gemm_8x32__avx512", "f32_gemm_4x8__neon"] {

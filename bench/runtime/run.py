@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Kiln compiled artifacts vs onnxruntime, in one run, on 2 threads.
 
-For each test model (`make models`; golden inputs from Tests/Fixtures/models): compiles the converted package for the
-host arch, measures Kiln with `kiln bench --json` (load = mapping the artifact and preparing the
+For each test model (`make models`; golden inputs from Tests/Fixtures/models) and each built model
+(built_models.py: ResNet-18, a TensorFlow-style NHWC ResNet, a YOLO-style backbone and neck, seeded
+weights): compiles the converted package for the host arch, measures Kiln with `kiln bench --json` (load = mapping the artifact and preparing the
 function; latency = median of the timed runs around run(inputs:)), and onnxruntime with a session
 of the same thread count (load = session creation; latency = median of as many runs). Examples
 (Kiln packages without an ONNX source) are reported for Kiln alone. Not part of `make test`.
@@ -24,9 +25,33 @@ import subprocess
 import tempfile
 import time
 
-import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PEERS = ["numpy", "onnx", "onnxruntime==1.32.0"]
+
+
+def ensure_peers():
+    """Re-runs this script in a venv (.build/bench-venv) with onnxruntime 1.32 when the current
+    Python lacks it: the peer is always the same version, whatever the machine has installed."""
+    try:
+        import onnxruntime
+        if onnxruntime.__version__ == "1.32.0":
+            return
+    except ImportError:
+        pass
+    venv = os.path.join(ROOT, ".build", "bench-venv")
+    python = os.path.join(venv, "bin", "python")
+    if os.path.abspath(os.sys.executable) == os.path.abspath(python):
+        raise SystemExit("error: the bench venv lacks onnxruntime 1.32.0; remove .build/bench-venv and run again")
+    if not os.path.exists(python):
+        subprocess.run([os.sys.executable, "-m", "venv", venv], check=True)
+    subprocess.run([python, "-m", "pip", "install", "-q"] + PEERS, check=True)
+    os.execv(python, [python] + os.sys.argv)
+
+
+ensure_peers()
+import numpy as np  # noqa: E402
+
 # The trained test models as the tests find them (`make models`), and their committed goldens.
 SHARED = os.environ.get("KILN_TEST_MODELS") or (os.path.join(ROOT, "..", "shared", "models")
                                                 if os.path.exists(os.path.join(ROOT, "..", "shared", "models", "SHA256SUMS"))
@@ -58,6 +83,21 @@ def ort_bench(model, inputs, repeat, threads):
         session.run(None, inputs)
         samples.append(time.perf_counter() - t)
     return load, float(np.median(samples))
+
+
+def paired(kiln, artifact, extra, onnx_path, inputs, repeat, threads, rounds):
+    """Kiln and onnxruntime measured in alternating rounds (the machine's speed drifts by tens of
+    percent over minutes): the median of each side's per-round medians, and of the per-round ratios."""
+    ks, os_, ratios, kload, oload = [], [], [], [], []
+    for _ in range(rounds):
+        k = kiln_bench(kiln, artifact, extra, repeat, threads)
+        ol, om = ort_bench(onnx_path, inputs, repeat, threads)
+        ks.append(k["latencySeconds"]["median"])
+        os_.append(om)
+        ratios.append(ks[-1] / om)
+        kload.append(k["loadSeconds"])
+        oload.append(ol)
+    return float(np.median(ks)), float(np.median(os_)), float(np.median(ratios)), float(np.median(kload)), float(np.median(oload))
 
 
 def machine_peak(tmp, threads):
@@ -140,29 +180,38 @@ def chain_model(path, steps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", default=os.path.join(ROOT, ".build/release/kiln"))
-    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating Kiln/onnxruntime rounds per model")
+    ap.add_argument("--no-built", action="store_true", help="skip the built ResNet/NHWC/YOLO models (built_models.py)")
     args = ap.parse_args()
     rows = []
     achieved = []
     with tempfile.TemporaryDirectory() as tmp:
         peak = machine_peak(tmp, args.threads)
+        cases = []
         for name in MODELS:
-            onnx_path = os.path.join(SHARED, f"{name}.onnx")
             golden = os.path.join(GOLDEN, name)
             manifest = json.load(open(os.path.join(golden, "manifest.json")))
-            subprocess.run([args.kiln, "convert", onnx_path, "-o", f"{tmp}/{name}.kiln"], check=True, capture_output=True)
-            assets = json.loads(subprocess.run([args.kiln, "compile", f"{tmp}/{name}.kiln", "--arch", "host", "-o", f"{tmp}/{name}",
+            cases.append((name, os.path.join(SHARED, f"{name}.onnx"), {i["name"]: os.path.join(golden, i["file"]) for i in manifest["inputs"]}))
+        if not args.no_built:
+            import built_models
+            for name in built_models.BUILT:
+                path, files = built_models.write(name, tmp)
+                cases.append((f"{name} (built)", path, files))
+        for name, onnx_path, files in cases:
+            stem = name.split(" ")[0]
+            subprocess.run([args.kiln, "convert", onnx_path, "-o", f"{tmp}/{stem}.kiln"], check=True, capture_output=True)
+            assets = json.loads(subprocess.run([args.kiln, "compile", f"{tmp}/{stem}.kiln", "--arch", "host", "-o", f"{tmp}/{stem}",
                                                 "--json"], check=True, capture_output=True, text=True).stdout)
-            artifact = os.path.join(tmp, name, assets["artifacts"][0]["file"])
+            artifact = os.path.join(tmp, stem, assets["artifacts"][0]["file"])
             extra = []
             inputs = {}
-            for i in manifest["inputs"]:
-                extra += ["--input", f"{i['name']}={os.path.join(golden, i['file'])}"]
-                inputs[i["name"]] = np.load(os.path.join(golden, i["file"]))
-            k = kiln_bench(args.kiln, artifact, extra, args.repeat, args.threads)
-            ort_load, ort_median = ort_bench(onnx_path, inputs, args.repeat, args.threads)
-            rows.append((name, assets["artifacts"][0]["arch"], k["latencySeconds"]["median"], ort_median, k["loadSeconds"], ort_load))
+            for input_name, file in files.items():
+                extra += ["--input", f"{input_name}={file}"]
+                inputs[input_name] = np.load(file)
+            km, om, ratio, kl, ol = paired(args.kiln, artifact, extra, onnx_path, inputs, args.repeat, args.threads, args.rounds)
+            rows.append((name, assets["artifacts"][0]["arch"], km, om, kl, ol, ratio))
             achieved.append((name, assets["artifacts"][0]["arch"], model_flops(onnx_path, inputs, tmp),
                              gemm_seconds(args.kiln, artifact, extra, args.threads)))
         for name, function, extra in EXAMPLES:
@@ -170,7 +219,7 @@ def main():
                                                 "-o", f"{tmp}/{name}", "--json"], check=True, capture_output=True, text=True).stdout)
             artifact = os.path.join(tmp, name, assets["artifacts"][0]["file"])
             k = kiln_bench(args.kiln, artifact, ["--function", function] + extra, args.repeat, args.threads)
-            rows.append((f"{name}.{function}", assets["artifacts"][0]["arch"], k["latencySeconds"]["median"], None, k["loadSeconds"], None))
+            rows.append((f"{name}.{function}", assets["artifacts"][0]["arch"], k["latencySeconds"]["median"], None, k["loadSeconds"], None, None))
         # Loading a directory that holds only the MiniLM package: cold = specialize into an empty
         # cache, warm = cache hit (each a fresh `kiln bench` process; medians of 3).
         name = "minilm_l3_paraphrase"
@@ -214,9 +263,10 @@ def main():
     print(f"per-step overhead ({steps} one-element adds): Kiln {overhead[0]:.0f} ns, onnxruntime {overhead[1]:.0f} ns")
     print(f"MiniLM package load: cold (specialize) {np.median(cold) * 1e3:.0f} ms, warm (cache hit) {np.median(warm) * 1e3:.1f} ms, "
           f"{np.median(cold) / np.median(warm):.0f}x")
+    print(f"kiln/ort: median over {args.rounds} alternating rounds of the per-round ratio of medians ({args.repeat} runs each)")
     print(f"{'model':<26} {'arch':<10} {'kiln ms':>9} {'ort ms':>9} {'kiln/ort':>9} {'kiln load ms':>13} {'ort load ms':>12}")
-    for name, arch, km, om, kl, ol in rows:
-        ratio = f"{km / om:8.2f}x" if om else "       —"
+    for name, arch, km, om, kl, ol, r in rows:
+        ratio = f"{r:8.2f}x" if r else "       —"
         print(f"{name:<26} {arch:<10} {km * 1e3:9.3f} {(om or 0) * 1e3:9.3f} {ratio} {kl * 1e3:13.2f} {(ol or 0) * 1e3:12.2f}")
 
 
