@@ -35,7 +35,7 @@ void kiln_f32_igemm_4x8__scalar(KILN_IGEMM_PARAMS) {
     for (size_t p = 0; p < k; p++) {
         const float *row = b + p * 8;
         for (size_t i = 0; i < mr; i++) {
-            const float av = rows[i][offsets[p]];
+            const float av = rows[i][offsets[p / run] + p % run];
             for (size_t j = 0; j < 8; j++) acc[i][j] += av * row[j];
         }
     }
@@ -278,12 +278,12 @@ static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_u
 }
 
 void kiln_f32_igemm(kiln_f32_igemm_ukernel ukernel, size_t mr, const kiln_packed_b *b, const float *x, size_t row_step,
-                    size_t pixel_step, size_t ow, const int32_t *offsets, float *c, size_t ldc, size_t m_begin, size_t m_end,
-                    size_t p_begin, size_t p_end, const kiln_epilogue *epilogue, float *scratch) {
+                    size_t pixel_step, size_t ow, const int32_t *offsets, size_t run, float *c, size_t ldc, size_t m_begin,
+                    size_t m_end, size_t p_begin, size_t p_end, const kiln_epilogue *epilogue, float *scratch) {
     const size_t k = b->k, nr = b->nr;
     const int apply = epilogue && (epilogue->bias || epilogue->row_bias || epilogue->activation != KILN_UNARY_NONE);
     const int residual = epilogue && epilogue->accumulate;
-    if (mr > KILN_MAX_MR) return; // no microkernel has such a tile
+    if (mr > KILN_MAX_MR || run == 0 || k % run) return; // no microkernel has such a tile; runs must cover K
     if (b->kind == KILN_B_F32 && (p_end - p_begin) * k * nr * sizeof(float) <= KILN_ROWS_OUTER_BYTES) {
         // The call's panels fit in L2 together: pixel tiles outer, so each tile's windows are
         // read from memory once and from L1 for every panel.
@@ -298,7 +298,7 @@ void kiln_f32_igemm(kiln_f32_igemm_ukernel ukernel, size_t mr, const kiln_packed
             for (size_t p = p_begin; p < p_end; p++) {
                 const size_t n0 = p * nr, nc = b->n - n0 < nr ? b->n - n0 : nr;
                 const kiln_tile_args t = kiln_tile_args_at(epilogue, apply, m, n0, residual);
-                ukernel(rows, nc, k, base, offsets, (const float *)b->data + p * k * nr, c + m * ldc + n0, ldc,
+                ukernel(rows, nc, k, base, offsets, run, (const float *)b->data + p * k * nr, c + m * ldc + n0, ldc,
                         apply || residual ? &t : NULL);
             }
         }
@@ -322,7 +322,7 @@ void kiln_f32_igemm(kiln_f32_igemm_ukernel ukernel, size_t mr, const kiln_packed
                 if (++ox == ow) { ox = 0; oy++; }
             }
             const kiln_tile_args t = kiln_tile_args_at(epilogue, apply, m, n0, residual);
-            ukernel(rows, nc, k, base, offsets, panel, c + m * ldc + n0, ldc, apply || residual ? &t : NULL);
+            ukernel(rows, nc, k, base, offsets, run, panel, c + m * ldc + n0, ldc, apply || residual ? &t : NULL);
         }
     }
 }

@@ -16,22 +16,25 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8
                                                                                      const float *a, size_t lda, const float *b,
                                                                                      size_t ldb, float *c, size_t ldc,
                                                                                      const kiln_tile_args *t, const int packed,
-                                                                                     const float *const *rows, const int32_t *offsets) {
+                                                                                     const float *const *rows, const int32_t *offsets, const size_t run) {
     // The k loop accumulates in arrays indexed only by constants (registers); the epilogue then
     // reads lo/hi, which it may index by row.
     __m512 l[8], h[8];
     for (int i = 0; i < 8; i++) l[i] = h[i] = _mm512_setzero_ps();
     if (packed == 2) {
-        // Indirect A: element (i, p) at rows[i][offsets[p]] (an implicit im2col).
-        const float *r[8];
-        for (int i = 0; i < 8; i++) r[i] = rows[(size_t)i < mr ? i : mr - 1];
-        for (size_t p = 0; p < k; p++) {
-            const __m512 b0 = _mm512_loadu_ps(b + p * ldb), b1 = _mm512_loadu_ps(b + p * ldb + 16);
-            const int32_t o = offsets[p];
-            for (int i = 0; i < 8; i++) {
-                const __m512 v = _mm512_set1_ps(r[i][o]);
-                l[i] = _mm512_fmadd_ps(v, b0, l[i]);
-                h[i] = _mm512_fmadd_ps(v, b1, h[i]);
+        // Indirect A: element (i, q·run + j) at rows[i][offsets[q] + j] (an implicit im2col); each run
+        // is the strided-A loop over row pointers moved to the run's offset.
+        for (size_t q = 0; q < k / run; q++) {
+            const float *r[8];
+            for (int i = 0; i < 8; i++) r[i] = rows[(size_t)i < mr ? i : mr - 1] + offsets[q];
+            const float *bq = b + q * run * ldb;
+            for (size_t j = 0; j < run; j++) {
+                const __m512 b0 = _mm512_loadu_ps(bq + j * ldb), b1 = _mm512_loadu_ps(bq + j * ldb + 16);
+                for (int i = 0; i < 8; i++) {
+                    const __m512 v = _mm512_set1_ps(r[i][j]);
+                    l[i] = _mm512_fmadd_ps(v, b0, l[i]);
+                    h[i] = _mm512_fmadd_ps(v, b1, h[i]);
+                }
             }
         }
     } else if (packed) {
@@ -100,11 +103,11 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8
 }
 
 KILN_TARGET_AVX512 void kiln_f32_gemm_8x32__avx512(KILN_UKERNEL_PARAMS) {
-    if (lda == 0) kiln_gemm_8x32_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 1, NULL, NULL);
-    else kiln_gemm_8x32_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 0, NULL, NULL);
+    if (lda == 0) kiln_gemm_8x32_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 1, NULL, NULL, 1);
+    else kiln_gemm_8x32_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 0, NULL, NULL, 1);
 }
 
 KILN_TARGET_AVX512 void kiln_f32_igemm_8x32__avx512(KILN_IGEMM_PARAMS) {
-    kiln_gemm_8x32_body(mr, nc, k, NULL, 0, b, 32, c, ldc, t, 2, rows, offsets);
+    kiln_gemm_8x32_body(mr, nc, k, NULL, 0, b, 32, c, ldc, t, 2, rows, offsets, run);
 }
 #endif

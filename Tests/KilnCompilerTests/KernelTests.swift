@@ -166,10 +166,10 @@ final class KernelTests: XCTestCase {
                 kiln_f32_pad_planes(1, h, w, c, image, p, p, hp, wp, &padded)
                 let k = kh * kw * c
                 var offsets: [Int32] = []
-                for ky in 0 ..< kh { for kx in 0 ..< kw { for ch in 0 ..< c { offsets.append(Int32((ky * d * wp + kx * d) * c + ch)) } } }
-                // Explicit im2col rows of the padded image.
+                for ky in 0 ..< kh { for kx in 0 ..< kw { offsets.append(Int32((ky * d * wp + kx * d) * c)) } }
+                // Explicit im2col rows of the padded image (runs of c channels per tap).
                 var a = [Float](repeating: 0, count: oh * ow * k)
-                for r in 0 ..< oh * ow { for q in 0 ..< k { a[r * k + q] = padded[((r / ow) * s * wp + (r % ow) * s) * c + Int(offsets[q])] } }
+                for r in 0 ..< oh * ow { for q in 0 ..< k { a[r * k + q] = padded[((r / ow) * s * wp + (r % ow) * s) * c + Int(offsets[q / c]) + q % c] } }
                 let bm = (0 ..< k * n).map { _ in rng.next() }, bias = (0 ..< n).map { _ in rng.next() }
                 let residual = (0 ..< oh * ow * n).map { _ in rng.next() }
                 let panels = (n + nr - 1) / nr
@@ -191,9 +191,9 @@ final class KernelTests: XCTestCase {
                             var ep = e
                             ep.bias = cb.baseAddress; ep.accumulate = accumulate ? 1 : 0
                             // Rows [0, begin) over every panel, then [begin, m) split in two panel ranges.
-                            kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, &out, n, 0, begin, 0, panels, &ep, nil)
-                            kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, &out, n, begin, m, 0, 1, &ep, nil)
-                            kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, &out, n, begin, m, 1, panels, &ep, nil)
+                            kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, c, &out, n, 0, begin, 0, panels, &ep, nil)
+                            kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, c, &out, n, begin, m, 0, 1, &ep, nil)
+                            kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, c, &out, n, begin, m, 1, panels, &ep, nil)
                         } } }
                         for i in 0 ..< m * n where !(abs(out[i] - want[i]) <= 1e-4 * Float(k)) {
                             XCTFail("\(name) \(h)x\(w)x\(c) k\(kh)x\(kw) s\(s) d\(d) p\(p) n=\(n) activation \(code) residual \(accumulate): index \(i) got \(out[i]) want \(want[i])")

@@ -127,13 +127,15 @@ KILN_F32_GEMM_UKERNELS_ARM(KILN_DECLARE_UKERNEL)
 #undef KILN_DECLARE_UKERNEL
 #endif
 
-/// An indirect microkernel: C[0..mr, 0..nc] = epilogue(A · B) with A's element (i, p) at
-/// rows[i][offsets[p]] (an implicit im2col: one base pointer per output pixel, one offset per K
-/// step), B a packed panel of the kernel's NR columns (K rows). `t` as for `kiln_f32_gemm_ukernel`.
-typedef void (*kiln_f32_igemm_ukernel)(size_t mr, size_t nc, size_t k, const float *const *rows, const int32_t *offsets,
+/// An indirect microkernel: C[0..mr, 0..nc] = epilogue(A · B) with A's element (i, q·run + j) at
+/// rows[i][offsets[q] + j] (an implicit im2col: one base pointer per output pixel; K in runs of
+/// `run` contiguous elements, one offset per run: a window tap's channels, or a row of taps), B a
+/// packed panel of the kernel's NR columns (K rows, K a multiple of `run`). `t` as for
+/// `kiln_f32_gemm_ukernel`.
+typedef void (*kiln_f32_igemm_ukernel)(size_t mr, size_t nc, size_t k, const float *const *rows, const int32_t *offsets, size_t run,
                                        const float *b, float *c, size_t ldc, const kiln_tile_args *t);
-#define KILN_IGEMM_PARAMS size_t mr, size_t nc, size_t k, const float *const *rows, const int32_t *offsets, const float *b, \
-    float *c, size_t ldc, const kiln_tile_args *t
+#define KILN_IGEMM_PARAMS size_t mr, size_t nc, size_t k, const float *const *rows, const int32_t *offsets, size_t run, \
+    const float *b, float *c, size_t ldc, const kiln_tile_args *t
 void kiln_f32_igemm_4x8__scalar(KILN_IGEMM_PARAMS);
 #if defined(__x86_64__)
 void kiln_f32_igemm_6x16__avx2(KILN_IGEMM_PARAMS);
@@ -142,11 +144,11 @@ void kiln_f32_igemm_8x32__avx512(KILN_IGEMM_PARAMS);
 
 /// Indirect GEMM over output pixels [m_begin, m_end) and panels [p_begin, p_end) of B: pixel r
 /// (oy = r / ow, ox = r % ow) reads its window at x + oy · row_step + ox · pixel_step plus
-/// offsets[p] for step p of K (x a padded image, so every offset is inside it). C row-major (ldc),
-/// epilogue as `kiln_f32_gemm`; `scratch` holds a decoded panel for a compressed B.
+/// offsets[q] + j for step q · run + j of K (x a padded image, so every offset is inside it). C
+/// row-major (ldc), epilogue as `kiln_f32_gemm`; `scratch` holds a decoded panel for a compressed B.
 void kiln_f32_igemm(kiln_f32_igemm_ukernel ukernel, size_t mr, const kiln_packed_b *b, const float *x, size_t row_step,
-                    size_t pixel_step, size_t ow, const int32_t *offsets, float *c, size_t ldc, size_t m_begin, size_t m_end,
-                    size_t p_begin, size_t p_end, const kiln_epilogue *epilogue, float *scratch);
+                    size_t pixel_step, size_t ow, const int32_t *offsets, size_t run, float *c, size_t ldc, size_t m_begin,
+                    size_t m_end, size_t p_begin, size_t p_end, const kiln_epilogue *epilogue, float *scratch);
 
 /// A microkernel by name (e.g. "f32_gemm_6x16__avx2") with its tile, or NULL when this
 /// build has no such kernel or the host cannot run it.

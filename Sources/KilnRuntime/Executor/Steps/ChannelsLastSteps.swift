@@ -134,12 +134,16 @@ extension ConvNHWCStep {
         let pb = max(0, (oh - 1) * sh + (kh - 1) * dh + 1 - h - pt), pr = max(0, (ow - 1) * sw + (kw - 1) * dw + 1 - w - pl)
         let (hp, wp) = (h + pt + pb, w + pl + pr)
         let padded = pt + pb + pl + pr > 0
+        // K in runs of contiguous elements, one offset each: a tap's channels (NHWC), or a row of
+        // taps (planes, undilated rows).
         var offsets: [Int32] = []
-        offsets.reserveCapacity(gemm.k)
+        let run: Int
         if planarInput {
-            for ch in 0 ..< c { for ky in 0 ..< kh { for kx in 0 ..< kw { offsets.append(Int32(ch * hp * wp + ky * dh * wp + kx * dw)) } } }
+            run = dw == 1 ? kw : 1
+            for ch in 0 ..< c { for ky in 0 ..< kh { for kx in stride(from: 0, to: kw, by: run) { offsets.append(Int32(ch * hp * wp + ky * dh * wp + kx * dw)) } } }
         } else {
-            for ky in 0 ..< kh { for kx in 0 ..< kw { for ch in 0 ..< c { offsets.append(Int32((ky * dh * wp + kx * dw) * c + ch)) } } }
+            run = c
+            for ky in 0 ..< kh { for kx in 0 ..< kw { offsets.append(Int32((ky * dh * wp + kx * dw) * c)) } }
         }
         let (rowStep, pixelStep) = planarInput ? (sh * wp, sw) : (sh * wp * c, sw * c)
         let weights = gemm
@@ -182,7 +186,7 @@ extension ConvNHWCStep {
                         var part = e
                         var b = gemm.b
                         let local = panelBytes > 0 ? (scratch + padBytes + i * panelBytes).assumingMemoryBound(to: Float.self) : nil
-                        kiln_f32_igemm(ukernel, gemm.mr, &b, src, rowStep, pixelStep, ow, offsets.baseAddress, yi, n, rows.lowerBound,
+                        kiln_f32_igemm(ukernel, gemm.mr, &b, src, rowStep, pixelStep, ow, offsets.baseAddress, run, yi, n, rows.lowerBound,
                                        rows.upperBound, panels.lowerBound, panels.upperBound, &part, local)
                     }
                 }
