@@ -277,6 +277,16 @@ static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_u
     }
 }
 
+// The window origins of output pixels m, m + 1, … (rows of them, in row-major pixel order).
+static inline void kiln_igemm_bases(const float *x, size_t row_step, size_t pixel_step, size_t ow, size_t m, size_t rows,
+                                    const float **base) {
+    size_t oy = m / ow, ox = m % ow;
+    for (size_t i = 0; i < rows; i++) {
+        base[i] = x + oy * row_step + ox * pixel_step;
+        if (++ox == ow) { ox = 0; oy++; }
+    }
+}
+
 void kiln_f32_igemm(kiln_f32_igemm_ukernel ukernel, size_t mr, const kiln_packed_b *b, const float *x, size_t row_step,
                     size_t pixel_step, size_t ow, const int32_t *offsets, size_t run, float *c, size_t ldc, size_t m_begin,
                     size_t m_end, size_t p_begin, size_t p_end, const kiln_epilogue *epilogue, float *scratch) {
@@ -290,11 +300,7 @@ void kiln_f32_igemm(kiln_f32_igemm_ukernel ukernel, size_t mr, const kiln_packed
         for (size_t m = m_begin; m < m_end; m += mr) {
             const size_t rows = m_end - m < mr ? m_end - m : mr;
             const float *base[KILN_MAX_MR];
-            size_t oy = m / ow, ox = m % ow;
-            for (size_t i = 0; i < rows; i++) {
-                base[i] = x + oy * row_step + ox * pixel_step;
-                if (++ox == ow) { ox = 0; oy++; }
-            }
+            kiln_igemm_bases(x, row_step, pixel_step, ow, m, rows, base);
             for (size_t p = p_begin; p < p_end; p++) {
                 const size_t n0 = p * nr, nc = b->n - n0 < nr ? b->n - n0 : nr;
                 const kiln_tile_args t = kiln_tile_args_at(epilogue, apply, m, n0, residual);
@@ -316,11 +322,7 @@ void kiln_f32_igemm(kiln_f32_igemm_ukernel ukernel, size_t mr, const kiln_packed
         for (size_t m = m_begin; m < m_end; m += mr) {
             const size_t rows = m_end - m < mr ? m_end - m : mr;
             const float *base[KILN_MAX_MR];
-            size_t oy = m / ow, ox = m % ow;
-            for (size_t i = 0; i < rows; i++) {
-                base[i] = x + oy * row_step + ox * pixel_step;
-                if (++ox == ow) { ox = 0; oy++; }
-            }
+            kiln_igemm_bases(x, row_step, pixel_step, ow, m, rows, base);
             const kiln_tile_args t = kiln_tile_args_at(epilogue, apply, m, n0, residual);
             ukernel(rows, nc, k, base, offsets, run, panel, c + m * ldc + n0, ldc, apply || residual ? &t : NULL);
         }

@@ -76,14 +76,8 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
         let (gemm, base, scratchSlot, window) = (gemm, epilogue, context.scratchSlot, window)
         return BoundStep { slots in
             guard rows > 0, n > 0 else { return }
-            var e = base
-            e.bias = bias.map { UnsafePointer($0.floats(slots)) }
             let py = y.floats(slots)
-            if let residual {
-                let pr = residual.floats(slots)
-                if pr != py { py.update(from: pr, count: y.count) }
-                e.accumulate = 1
-            }
+            var e = ConvNHWCStep.epilogue(base, bias: bias, residual: residual, output: y, slots)
             let scratch = slots[scratchSlot]
             let gemmScratch = scratch + colsBytes
             if k == 0 {
@@ -119,6 +113,19 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
 }
 
 extension ConvNHWCStep {
+    /// The run's epilogue: the bias pointer, and with a residual the output filled with it (unless
+    /// the plan put the output over the residual's buffer) and `accumulate` set.
+    static func epilogue(_ base: kiln_epilogue, bias: Operand?, residual: Operand?, output y: Operand, _ slots: SlotTable) -> kiln_epilogue {
+        var e = base
+        e.bias = bias.map { UnsafePointer($0.floats(slots)) }
+        if let residual {
+            let (pr, py) = (residual.floats(slots), y.floats(slots))
+            if pr != py { py.update(from: pr, count: y.count) }
+            e.accumulate = 1
+        }
+        return e
+    }
+
     /// Windows wider than a pixel without im2col copies: the image is copied once into a
     /// zero-padded buffer (when the window reaches outside it), each output pixel's window is a
     /// base pointer plus one offset per K step, and the indirect microkernel reads it in place.
@@ -163,14 +170,8 @@ extension ConvNHWCStep {
         let (gemm, base, scratchSlot, planar) = (weights, epilogue, context.scratchSlot, planarInput)
         return BoundStep { slots in
             guard pixels > 0, n > 0 else { return }
-            var e = base
-            e.bias = bias.map { UnsafePointer($0.floats(slots)) }
             let py = y.floats(slots)
-            if let residual {
-                let pr = residual.floats(slots)
-                if pr != py { py.update(from: pr, count: y.count) }
-                e.accumulate = 1
-            }
+            let e = ConvNHWCStep.epilogue(base, bias: bias, residual: residual, output: y, slots)
             let scratch = slots[scratchSlot]
             let pad = scratch.assumingMemoryBound(to: Float.self)
             offsets.withUnsafeBufferPointer { offsets in
