@@ -115,6 +115,13 @@ final class NetworkGraphTests: XCTestCase {
         let mp = try f.apply1("max_pool", [c4], ["kernel_shape": .ints([3, 3]), "strides": .ints([2, 2]), "pads": .ints([1, 1, 1, 1])])
         let ap = try f.apply1("average_pool", [c4], ["kernel_shape": .ints([3, 2]), "pads": .ints([1, 1, 1, 0]), "count_include_pad": .int(1)])
         let ap2 = try f.apply1("average_pool", [c4], ["kernel_shape": .ints([2, 3]), "pads": .ints([0, 1, 1, 1])])
+        // A concat of channels-last convolutions: two write into its output in place (one 3×3 through the
+        // indirect kernel, one 1×1), one is read elsewhere too and is copied, the pool output is copied.
+        let wa = try g.weight("wa", [7, 36, 3, 3], scale: 0.1), wb = try g.weight("wb", [5, 36, 1, 1], scale: 0.1)
+        let joined = try f.apply1("concat", [try f.apply1("conv", [residual, f.use(wa)], ["pads": .ints([1, 1, 1, 1])]), d3,
+                                            try f.apply1("relu", [try f.apply1("conv", [residual, f.use(wb)], [:])]),
+                                            try f.apply1("max_pool", [d3], ["kernel_shape": .ints([1, 1])])], ["axis": .int(1)])
+        f.output("joined", joined)
         f.output("blocks", residual)
         f.output("max", mp)
         f.output("mean_pad", ap)

@@ -114,6 +114,26 @@ final class ShapePlan: @unchecked Sendable {
             if root >= 0 { rootReads[root] = max(rootReads[root], lastRead[s]) }
         }
         let elementwise: Set<KernelFamily> = [.unary, .binary]
+        // Concats along the last dim whose inputs channels-last convolutions write straight into the
+        // concat's output (rows as wide as the concat): the slot of each such input → (concat step,
+        // its first channel, the concat's width); the concat then copies only its other inputs.
+        var producer = [Int](repeating: -1, count: slotCount)
+        for (i, step) in executor.steps.enumerated() { for s in step.outputs { producer[s] = i } }
+        var sliceOf: [Int: (step: Int, at: Int, width: Int)] = [:]
+        for (j, step) in executor.steps.enumerated() {
+            guard let copy = step.kernel as? CopyStep, copy.op.opType == "concat", step.outputs.count == 1, let y = operand(step.outputs[0]),
+                  y.dtype == .float32, y.shape.count >= 2, let a = try? copy.op.attributes.int("axis", 0),
+                  (try? OpSet.normalize(axis: a, rank: y.shape.count)) == y.shape.count - 1 else { continue }
+            var at = 0
+            for s in step.inputs {
+                guard s >= 0, let x = operand(s), let width = x.shape.last else { continue }
+                defer { at += width }
+                let p = producer[s]
+                guard p >= 0, executor.steps[p].kernel is ConvNHWCStep, executor.steps[p].inputs.count <= 3, executor.steps[p].outputs == [s],
+                      lastRead[s] == j, step.inputs.filter({ $0 == s }).count == 1, recording.known[s] == nil, x.value == nil else { continue }
+                sliceOf[s] = (j, at, y.shape.last!)
+            }
+        }
         for (i, step) in executor.steps.enumerated() {
             if step.outputs.allSatisfy({ recording.known[$0] != nil }) { continue }
             let inputs = step.inputs.map { operand($0) }
@@ -128,7 +148,29 @@ final class ShapePlan: @unchecked Sendable {
             }
             var outputs: [Operand] = []
             for s in step.outputs {
-                guard let o = operand(s) else { throw OpError("no shape recorded for a result of '\(step.name)'") }
+                guard var o = operand(s) else { throw OpError("no shape recorded for a result of '\(step.name)'") }
+                if let slice = sliceOf[s], let concat = executor.steps[slice.step].outputs.first, let c = operand(concat) {
+                    // Written into its concat's output: that root exists from this step on.
+                    if rootOf[concat] < 0 {
+                        rootBytes.append(c.byteCount)
+                        rootFirst.append(i)
+                        rootLast.append(i)
+                        rootReads.append(-1)
+                        join(concat, rootBytes.count - 1)
+                        location[concat] = .arena(rootOf[concat])
+                    }
+                    join(s, rootOf[concat])
+                    byteOffset[s] = byteOffset[concat] + slice.at * 4
+                    location[s] = .arena(rootOf[concat])
+                    o.rowStride = slice.width
+                    outputs.append(o)
+                    continue
+                }
+                if rootOf[s] >= 0 {
+                    // A concat output whose root an in-place producer already made.
+                    outputs.append(o)
+                    continue
+                }
                 // Elementwise steps may write over any input; a convolution over the residual it adds (input 3).
                 let family = step.kernel.id.family
                 let candidates = step.outputs.count != 1 ? [] : elementwise.contains(family) ? Array(zip(step.inputs, inputs))
@@ -150,7 +192,11 @@ final class ShapePlan: @unchecked Sendable {
                 location[s] = .arena(rootOf[s])
                 outputs.append(o)
             }
-            planned.append((i, inputs, outputs))
+            planned.append((i, zip(step.inputs, inputs).map { s, x in
+                guard var x, let slice = sliceOf[s], slice.step == i else { return x }
+                x.inPlace = true
+                return x
+            }, outputs))
         }
         for s in executor.outputSlots { use(s, at: Int.max) }
         // Offsets: largest buffers first, each at the lowest offset free over its lifetime.

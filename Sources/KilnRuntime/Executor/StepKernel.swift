@@ -13,6 +13,11 @@ struct Operand: @unchecked Sendable {
     var shape: [Int]
     var dtype: DataType
     var value: NDArray?
+    /// Elements between consecutive rows (the last dim) when the operand is a slice of a wider
+    /// tensor along its last dim (a concat's input written in place), else `nil` (dense).
+    var rowStride: Int? = nil
+    /// A concat input whose producer already wrote it into the concat's output (nothing to copy).
+    var inPlace = false
 
     var count: Int { shape.reduce(1, *) }
     var byteCount: Int { count * dtype.bitWidth / 8 }

@@ -51,8 +51,11 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
         let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
         let pixels = oh * ow, n = gemm.n, k = gemm.k
         let y = outputs[0]
+        // Channels between pixels of the output: n, or a concat's width when it writes into a slice of one.
+        let ldc = y.rowStride ?? n
         let residual = inputs.count > 3 ? inputs[3] : nil
         if let residual { guard residual.shape == y.shape, residual.dtype == .float32 else { throw OpError("residual \(residual.shape) does not fit the output \(y.shape)") } }
+        guard residual == nil || ldc == n, k > 0 || ldc == n else { throw OpError("a residual or an empty window needs a dense output") }
         let pointwise = !planarInput && kh == 1 && kw == 1 && window.strides == [1, 1] && pt == 0 && pl == 0 && oh == h && ow == w
         let threads = context.threads
         let planar = planarInput
@@ -86,12 +89,12 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
                 return
             }
             if pointwise {
-                gemm.run(a: x.floats(slots), lda: k, c: py, ldc: n, chunks: blocks[0].chunks, epilogue: e, scratch: gemmScratch, threads: threads)
+                gemm.run(a: x.floats(slots), lda: k, c: py, ldc: ldc, chunks: blocks[0].chunks, epilogue: e, scratch: gemmScratch, threads: threads)
                 return
             }
             let cols = scratch.assumingMemoryBound(to: Float.self)
             for image in 0 ..< batch {
-                let xi = x.floats(slots) + image * h * w * c, yi = py + image * pixels * n
+                let xi = x.floats(slots) + image * h * w * c, yi = py + image * pixels * ldc
                 for block in blocks {
                     parallelFor(block.im2col.count, threads: threads) { i in
                         let r = block.im2col[i]
@@ -104,7 +107,7 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
                                                          window.dilations[1], pt, pl, ow, lo, hi, cols + r.lowerBound * k)
                         }
                     }
-                    gemm.run(a: cols, lda: k, c: yi + block.rows.lowerBound * n, ldc: n, chunks: block.chunks, epilogue: e,
+                    gemm.run(a: cols, lda: k, c: yi + block.rows.lowerBound * ldc, ldc: ldc, chunks: block.chunks, epilogue: e,
                              scratch: gemmScratch, threads: threads)
                 }
             }
@@ -168,6 +171,8 @@ extension ConvNHWCStep {
         let panelBytes = weights.scratchBytes
         context.scratch(padBytes + panelBytes * max(chunks.count, 1))
         let (gemm, base, scratchSlot, planar) = (weights, epilogue, context.scratchSlot, planarInput)
+        let ldc = y.rowStride ?? n
+        guard residual == nil || ldc == n else { throw OpError("a residual needs a dense output") }
         return BoundStep { slots in
             guard pixels > 0, n > 0 else { return }
             let py = y.floats(slots)
@@ -176,7 +181,7 @@ extension ConvNHWCStep {
             let pad = scratch.assumingMemoryBound(to: Float.self)
             offsets.withUnsafeBufferPointer { offsets in
                 for image in 0 ..< batch {
-                    let xi = x.floats(slots) + image * h * w * c, yi = py + image * pixels * n
+                    let xi = x.floats(slots) + image * h * w * c, yi = py + image * pixels * ldc
                     var src = UnsafePointer(xi)
                     if padded {
                         if planar { kiln_f32_pad_planes(c, h, w, 1, xi, pt, pl, hp, wp, pad) } else { kiln_f32_pad_planes(1, h, w, c, xi, pt, pl, hp, wp, pad) }
@@ -187,7 +192,7 @@ extension ConvNHWCStep {
                         var part = e
                         var b = gemm.b
                         let local = panelBytes > 0 ? (scratch + padBytes + i * panelBytes).assumingMemoryBound(to: Float.self) : nil
-                        kiln_f32_igemm(ukernel, gemm.mr, &b, src, rowStep, pixelStep, ow, offsets.baseAddress, run, yi, n, rows.lowerBound,
+                        kiln_f32_igemm(ukernel, gemm.mr, &b, src, rowStep, pixelStep, ow, offsets.baseAddress, run, yi, ldc, rows.lowerBound,
                                        rows.upperBound, panels.lowerBound, panels.upperBound, &part, local)
                     }
                 }

@@ -166,9 +166,10 @@ struct CopyStep: StepKernel {
             var at = 0
             for (j, input) in inputs.enumerated() {
                 guard let input else { continue }
+                defer { at += input.shape[axis] }
+                if input.inPlace { continue } // its producer wrote it into the output
                 blocks.append(BlockCopy(shape: input.shape, source: j, sourceOffset: 0, sourceStrides: byteStrides(input.shape, size), target: 0,
                                         targetOffset: at * ys[axis], targetStrides: ys))
-                at += input.shape[axis]
             }
         case "split":
             let axis = try OpSet.normalize(axis: try op.attributes.int("axis", 0), rank: rank)
