@@ -112,6 +112,27 @@ enum WeightPacking {
         return Weight(name: name, dtype: .float32, shape: w.shape, encoding: .dense(blob))
     }
 
+    /// Packs a grouped convolution weight [M, C/g, kh, kw] (float32) for channels-last indirect
+    /// GEMMs: per group g its B (K × M/g, K = kh·kw·C/g in (ky, kx, c) order) in panels of `nr`,
+    /// blob [groups, panels, K, nr]; the weight keeps its logical shape.
+    static func packGroups(_ w: Weight, name: String, groups: Int, nr: Int) throws -> Weight {
+        let dense = try WeightDecoding.dense(w)
+        guard dense.scalarType == .float32, w.shape.count == 4, groups >= 1, w.shape[0] % groups == 0 else {
+            throw CompileError("weight '\(w.name)' is not a float32 [M, C/g, kh, kw] convolution weight for \(groups) groups")
+        }
+        let values = dense.scalars(as: Float.self)
+        let (m, c, kh, kw) = (w.shape[0] / groups, w.shape[1], w.shape[2], w.shape[3])
+        let k = c * kh * kw, panels = (m + nr - 1) / nr
+        var out = [Float](repeating: 0, count: groups * panels * k * nr)
+        for g in 0 ..< groups { for p in 0 ..< panels { for kk in 0 ..< k { for j in 0 ..< nr where p * nr + j < m {
+            let (tap, ch) = kk.quotientAndRemainder(dividingBy: c)
+            let n = g * m + p * nr + j
+            out[((g * panels + p) * k + kk) * nr + j] = values[((n * c + ch) * kh + tap / kw) * kw + tap % kw]
+        } } } }
+        let blob = WeightBlob(dtype: .float32, shape: [groups, panels, k, nr], data: ByteStorage(out.withUnsafeBytes { Array($0) }))
+        return Weight(name: name, dtype: .float32, shape: w.shape, encoding: .dense(blob))
+    }
+
     /// Reorders a depthwise convolution weight [C, 1, kh, kw] to [kh, kw, C] (float32): each tap's
     /// channels contiguous, as the channels-last kernel reads them in vectors.
     static func packTaps(_ w: Weight, name: String) throws -> Weight {

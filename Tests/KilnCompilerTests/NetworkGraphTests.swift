@@ -118,6 +118,11 @@ final class NetworkGraphTests: XCTestCase {
         // A concat of channels-last convolutions: two write into its output in place (one 3×3 through the
         // indirect kernel, one 1×1), one is read elsewhere too and is copied, the pool output is copied.
         let wa = try g.weight("wa", [7, 36, 3, 3], scale: 0.1), wb = try g.weight("wb", [5, 36, 1, 1], scale: 0.1)
+        // Grouped convolutions (4 groups of 9 channels): a strided 3×3 with bias and a 1×1 with an activation.
+        let wg = try g.weight("wg", [20, 9, 3, 3], scale: 0.1), bg = try g.weight("bg", [20]), wp = try g.weight("wp", [8, 9, 1, 1])
+        let grouped = try f.apply1("conv", [residual, f.use(wg), f.use(bg)], ["group": .int(4), "strides": .ints([2, 2]), "pads": .ints([1, 0, 1, 1])])
+        f.output("grouped", grouped)
+        f.output("grouped_pointwise", try f.apply1("relu", [try f.apply1("conv", [residual, f.use(wp)], ["group": .int(4)])]))
         let joined = try f.apply1("concat", [try f.apply1("conv", [residual, f.use(wa)], ["pads": .ints([1, 1, 1, 1])]), d3,
                                             try f.apply1("relu", [try f.apply1("conv", [residual, f.use(wb)], [:])]),
                                             try f.apply1("max_pool", [d3], ["kernel_shape": .ints([1, 1])])], ["axis": .int(1)])

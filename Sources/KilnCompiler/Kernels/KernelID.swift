@@ -187,6 +187,15 @@ public struct KernelID: Sendable, Hashable, CustomStringConvertible {
         self = id
     }
 
+    /// Whether this runtime has an indirect microkernel for the tile and ISA (on any host).
+    public var hasIndirectMicrokernel: Bool {
+        guard let tile else { return false }
+        switch (tile.mr, tile.nr, isa) {
+        case (4, 8, .scalar), (6, 16, .avx2), (8, 32, .avx512): return true
+        default: return false
+        }
+    }
+
     /// The indirect (implicit im2col) microkernel of a tiled kernel's tile, when this build and
     /// host have one.
     package var indirectMicrokernel: kiln_f32_igemm_ukernel? {

@@ -295,6 +295,21 @@ public struct ChannelsLastLayout: CompilerPass {
                 a["axis"] = .int(3)
                 emitLast(op, inputs: op.inputs.map { twin[$0]! }, attributes: a)
                 return true
+            case "batch_norm":
+                // Not folded into a convolution (it follows a concat or an add): a per-channel scale and
+                // shift along the last axis, with both computed once from the stored parameters.
+                guard let t = twin[op.inputs[0]], y.type.rank == 4, op.inputs.count == 5,
+                      let (scale, shift) = try batchNormAffine(op, &unit) else { return false }
+                let scaled = fresh("\(y.name)@scaled")
+                names.insert(scaled)
+                let type = Walk.permuted(y.type, ChannelsLastLayout.toLast)
+                types[scaled] = type
+                out.append(Operation(opType: "mul", name: fresh("\(op.name).scale"), inputs: [t, scale], outputs: [Value(name: scaled, type: type)],
+                                     source: op.source))
+                names.insert(out.last!.name)
+                region[scaled] = region[t]
+                emitLast(Operation(opType: "add", name: op.name, inputs: [], outputs: op.outputs, source: op.source), inputs: [scaled, shift])
+                return true
             case "resize":
                 // Scales or sizes fixed at convert time, no region of interest: the same resize with
                 // its per-axis parameters moved to the channels-last axes.
@@ -351,6 +366,38 @@ public struct ChannelsLastLayout: CompilerPass {
             present.contains(v) || twinValues.contains(v) || unit.weight(v) != nil
         }
 
+        /// `batch_norm`'s per-channel scale s / √(σ² + ε) and shift β − μ·scale as `[1, 1, 1, C]`
+        /// weights, when all four parameters are stored weights.
+        mutating func batchNormAffine(_ op: Operation, _ unit: inout CompilationUnit) throws -> (String, String)? {
+            let params = op.inputs[1...].map { unit.weight($0) }
+            guard params.allSatisfy({ $0 != nil }) else { return nil }
+            let values: [[Float]]
+            do {
+                values = try params.map { w -> [Float] in
+                    let d = try WeightDecoding.dense(w!)
+                    guard d.scalarType == .float32 else { throw CompileError("not float32") }
+                    return d.scalars(as: Float.self)
+                }
+            } catch { return nil }
+            let c = values[0].count
+            guard c > 0, values.allSatisfy({ $0.count == c }) else { return nil }
+            let eps = Double((try? op.attributes.float("epsilon", 1e-5)) ?? 1e-5)
+            var scale = [Float](repeating: 0, count: c), shift = scale
+            for i in 0 ..< c {
+                let k = Double(values[0][i]) / (Double(values[3][i]) + eps).squareRoot()
+                scale[i] = Float(k)
+                shift[i] = Float(Double(values[1][i]) - Double(values[2][i]) * k)
+            }
+            func add(_ v: [Float], _ suffix: String) -> String {
+                let name = unit.freshWeightName("\(op.name).\(suffix)@nhwc")
+                unit.model.weights.append(Weight(name: name, dtype: .float32, shape: [1, 1, 1, c], encoding: .dense(
+                    WeightBlob(dtype: .float32, shape: [1, 1, 1, c], data: ByteStorage(v.withUnsafeBytes { Array($0) })))))
+                types[name] = TensorType(.float32, [.size(1), .size(1), .size(1), .size(c)])
+                return name
+            }
+            return (add(scale, "scale"), add(shift, "shift"))
+        }
+
         /// A weight of rank ≤ 4 broadcast as a rank-4 channels-last operand (transposed once, at compile time).
         mutating func transposedWeight(_ name: String, _ unit: inout CompilationUnit) throws -> String? {
             if let done = transposedWeights[name] { return done }
@@ -386,12 +433,16 @@ public struct ChannelsLastLayout: CompilerPass {
         return w.shape[1] <= 8 && w.shape[2] * w.shape[3] > 1
     }
 
-    /// Whether a conv has a channels-last kernel: 2-D, a weight known at compile time, and
-    /// either one group or one filter per channel (depthwise).
+    /// Whether a conv has a channels-last kernel: 2-D, a weight known at compile time, and one
+    /// group, one filter per channel (depthwise), or (dense weights, an arch with indirect
+    /// microkernels) any other group count.
     static func convolutionFits(_ op: Operation, _ unit: CompilationUnit) -> Bool {
         guard op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4,
               (try? OpSet.channelsLast(op.attributes)) == false, let group = try? op.attributes.int("group", 1) else { return false }
         if op.inputs.count > 2, !op.inputs[2].isEmpty, unit.weight(op.inputs[2]) == nil { return false }
-        return group == 1 || (group == w.shape[0] && w.shape[1] == 1)
+        if group == 1 || (group == w.shape[0] && w.shape[1] == 1) { return true }
+        // Other group counts: a dense weight, per group an indirect GEMM (where the arch has the kernel).
+        guard group > 1, w.shape[0] % group == 0, case .dense = w.encoding else { return false }
+        return unit.arch.kernel(.conv2dNHWC).hasIndirectMicrokernel
     }
 }

@@ -53,6 +53,22 @@ public struct Lowering: CompilerPass {
                         packed[key] = name
                         f.operations[i].inputs[1] = name
                     }
+                } else if family == .conv2dNHWC, let w = unit.weight(op.inputs[1]), let groups = try? op.attributes.int("group", 1), groups > 1 {
+                    // Per group the channels-last GEMM's B: [groups, panels, K, nr].
+                    let nr = arch.gemm.tile.nr, key = "\(w.name)|groups\(groups)|\(nr)"
+                    if let existing = packed[key] {
+                        f.operations[i].inputs[1] = existing
+                    } else {
+                        let name = unit.freshWeightName("\(w.name)@g\(nr)")
+                        do {
+                            unit.model.weights.append(try WeightPacking.packGroups(w, name: name, groups: groups, nr: nr))
+                        } catch let e as CompileError {
+                            throw CompileError("op '\(op.name)': \(e.reason)")
+                        }
+                        packed[key] = name
+                        f.operations[i].inputs[1] = name
+                    }
+                    f.operations[i].attributes["kernel_shape"] = .ints(Array(w.shape[2...]))
                 } else if family == .gemm || family == .conv2d || family == .conv2dNHWC, let w = unit.weight(op.inputs[1]), let o = orientation(op, w) {
                     let key = "\(w.name)|\(o.label)|\(arch.gemm.tile.nr)"
                     let name: String
@@ -109,7 +125,9 @@ public struct Lowering: CompilerPass {
             if let layout = try? OpSet.channelsLayout(op.attributes), layout.output {
                 guard w.shape.count == 4 else { return .reference }
                 if depthwise(op, unit) { return layout.input ? .depthwiseNHWC : .reference }
-                return group == 1 ? .conv2dNHWC : .reference
+                if group == 1 { return .conv2dNHWC }
+                guard layout.input, case .dense = w.encoding, unit.arch.kernel(.conv2dNHWC).hasIndirectMicrokernel else { return .reference }
+                return .conv2dNHWC
             }
             if depthwise(op, unit) { return .depthwise }
             if case .dense = w.encoding { return .conv2dNCHW }

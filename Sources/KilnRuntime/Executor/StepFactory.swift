@@ -1,3 +1,4 @@
+@preconcurrency import CKilnKernels
 import KilnCompiler
 import KilnFormat
 import KilnReference
@@ -34,6 +35,28 @@ enum StepFactory {
             try expect(["conv"])
             // The packed weight is [K, N]; the window's size is the lowered op's kernel_shape.
             guard let shape = try op.attributes.ints("kernel_shape"), shape.count == 2 else { throw OpError("needs a 2-D kernel_shape") }
+            let groups = try op.attributes.int("group", 1)
+            if groups > 1 {
+                // Every group's panels in one blob [groups, panels, K, nr]: one packed B per group.
+                let w = try weight(1)
+                let stacked = try WeightDecoding.dense(w)
+                guard let uk = id.microkernel, let tile = id.tile, w.shape.count == 4, w.shape[0] % groups == 0 else {
+                    throw OpError("needs a 4-D weight and this host's microkernel")
+                }
+                let (m, k) = (w.shape[0] / groups, w.shape[1] * w.shape[2] * w.shape[3])
+                let panels = (m + tile.nr - 1) / tile.nr
+                guard stacked.scalarType == .float32, stacked.shape == [groups, panels, k, tile.nr] else {
+                    throw OpError("weight '\(w.name)' is not packed per group in panels of \(tile.nr) (blob \(stacked.shape)); compile the package again")
+                }
+                let gemms = (0 ..< groups).map { g -> PackedGEMM in
+                    var b = kiln_packed_b()
+                    b.kind = Int32(KILN_B_F32); b.k = k; b.n = m; b.nr = tile.nr
+                    b.data = UnsafeRawPointer(stacked.unsafeBase + g * panels * k * tile.nr * 4)
+                    return PackedGEMM(b: b, ukernel: uk, mr: tile.mr)
+                }
+                return try ConvNHWCStep(id: id, op: op, groups: gemms, weight: stacked, epilogue: try epilogue(op),
+                                        window: try OpSet.Window(op.attributes, kernel: shape))
+            }
             return try ConvNHWCStep(id: id, op: op, gemm: try PackedGEMM(weight: try weight(1), kernel: id), epilogue: try epilogue(op),
                                     window: try OpSet.Window(op.attributes, kernel: shape))
         case .depthwiseNHWC:

@@ -2,10 +2,11 @@
 import KilnCompiler
 import KilnFormat
 
-/// Channels-last `conv` (one group) with a packed, possibly compressed weight: the image is the
-/// GEMM's A as it lies for 1×1 windows of stride 1, else its im2col rows (built in blocks of
-/// output pixels that stay in cache, each block split across threads); bias, activation and a
-/// fused residual (`accumulate`) are applied by the microkernel before it stores.
+/// Channels-last `conv` with a packed weight: the image is the GEMM's A as it lies for 1×1
+/// windows of stride 1; wider windows (and every grouped convolution, one GEMM per group) go
+/// through the indirect microkernel, or, on an ISA without one, im2col rows built in blocks of
+/// output pixels that stay in cache; bias, activation and a fused residual (`accumulate`) are
+/// applied by the microkernel before it stores.
 struct ConvNHWCStep: StepKernel, @unchecked Sendable {
     let id: KernelID
     let op: KilnFormat.Operation
@@ -21,26 +22,52 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
     /// The tile's indirect microkernel (windows read in place through per-pixel pointers), if the ISA has one.
     let indirect: kiln_f32_igemm_ukernel?
 
+    /// Per group its weight (one entry for one group; `gemm` is the first).
+    let groups: [PackedGEMM]
+    /// The stacked per-group panels `[groups, panels, K, nr]` the group weights point into.
+    let groupWeight: NDArray?
+
     init(id: KernelID, op: KilnFormat.Operation, gemm: PackedGEMM, epilogue: kiln_epilogue, window: OpSet.Window) throws {
+        try self.init(id: id, op: op, groups: [gemm], weight: nil, epilogue: epilogue, window: window)
+    }
+
+    /// A grouped convolution: `weight` holds every group's panels.
+    init(id: KernelID, op: KilnFormat.Operation, groups: [PackedGEMM], weight: NDArray?, epilogue: kiln_epilogue, window: OpSet.Window) throws {
         self.id = id
         self.op = op
-        self.gemm = gemm
+        gemm = groups[0]
+        self.groups = groups
+        groupWeight = weight
         self.epilogue = epilogue
         self.window = window
         planarInput = try !OpSet.channelsLayout(op.attributes).input
         indirect = id.indirectMicrokernel
     }
 
+    /// Output channels (all groups).
+    var outChannels: Int { gemm.n * groups.count }
+
     /// `[N, oh, ow, M]` (the packed weight is not a conv weight the schema could read).
     func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
         guard let x = inputs.first ?? nil, x.shape.count == 4 else { return nil }
         let (h, w) = planarInput ? (x.shape[2], x.shape[3]) : (x.shape[1], x.shape[2])
-        return [([x.shape[0], window.outputSize(0, size: h), window.outputSize(1, size: w), gemm.n], .float32)]
+        return [([x.shape[0], window.outputSize(0, size: h), window.outputSize(1, size: w), outChannels], .float32)]
     }
 
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
         guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, window.kernel.count == 2 else {
             throw OpError("needs a float32 NHWC input")
+        }
+        if groups.count > 1 {
+            let channels = gemm.k / (window.kernel[0] * window.kernel[1]) * groups.count
+            guard let indirect, !planarInput, x.shape[3] == channels else {
+                throw OpError("a grouped convolution needs a channels-last input of \(channels) channels and an indirect microkernel")
+            }
+            let bias = inputs.count > 2 ? inputs[2] : nil
+            if let bias { guard bias.count == outChannels, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(outChannels) channels") } }
+            let residual = inputs.count > 3 ? inputs[3] : nil
+            if let residual { guard residual.shape == outputs[0].shape, residual.dtype == .float32 else { throw OpError("residual \(residual.shape) does not fit the output") } }
+            return try bindIndirect(indirect, x: x, y: outputs[0], bias: bias, residual: residual, context: &context)
         }
         let (batch, h, w, c) = planarInput ? (x.shape[0], x.shape[2], x.shape[3], x.shape[1]) : (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
         let (kh, kw) = (window.kernel[0], window.kernel[1])
@@ -152,25 +179,29 @@ extension ConvNHWCStep {
             run = dw == 1 ? kw : 1
             for ch in 0 ..< c { for ky in 0 ..< kh { for kx in stride(from: 0, to: kw, by: run) { offsets.append(Int32(ch * hp * wp + ky * dh * wp + kx * dw)) } } }
         } else {
-            run = c
+            // Each group's window reads its own channels (a run of C/groups from the group's first channel).
+            run = c / groups.count
             for ky in 0 ..< kh { for kx in 0 ..< kw { offsets.append(Int32((ky * dh * wp + kx * dw) * c)) } }
         }
         let (rowStep, pixelStep) = planarInput ? (sh * wp, sw) : (sh * wp * c, sw * c)
-        let weights = gemm
-        let pixels = oh * ow, n = weights.n, mr = weights.mr, threads = context.threads, panelCount = weights.panels
+        let weights = gemm, gemms = groups
+        let pixels = oh * ow, n = outChannels, mr = weights.mr, threads = context.threads, panelCount = weights.panels
         let small = pixels * n * weights.k < 1 << 15
         let parts = small ? 1 : threads
         // Threads split the pixels, unless the weight is too large for L2 and has enough panels to
         // share: then each thread streams only its half of it.
         let weightBytes = weights.k * panelCount * weights.b.nr * 4
         let byRows = panelCount < 2 * parts || (pixels >= 2 * mr * parts && weightBytes <= 1 << 19)
-        let chunks: [(rows: Range<Int>, panels: Range<Int>)] = byRows
+        let split: [(rows: Range<Int>, panels: Range<Int>)] = byRows
             ? splitRanges(pixels, parts: parts, align: mr).map { ($0, 0 ..< panelCount) }
             : splitRanges(panelCount, parts: parts).map { (0 ..< pixels, $0) }
+        // The same split for every group: (group, pixels, panels).
+        let chunks = gemms.indices.flatMap { g in split.map { (group: g, rows: $0.rows, panels: $0.panels) } }
         let padBytes = padded ? (hp * wp * c * 4 + 63) / 64 * 64 : 0
         let panelBytes = weights.scratchBytes
         context.scratch(padBytes + panelBytes * max(chunks.count, 1))
-        let (gemm, base, scratchSlot, planar) = (weights, epilogue, context.scratchSlot, planarInput)
+        let (base, scratchSlot, planar, perGroup) = (epilogue, context.scratchSlot, planarInput, weights.n)
+        let (groupChannels, groupCount) = (c / gemms.count, gemms.count)
         let ldc = y.rowStride ?? n
         guard residual == nil || ldc == n else { throw OpError("a residual needs a dense output") }
         return BoundStep { slots in
@@ -188,12 +219,13 @@ extension ConvNHWCStep {
                         src = UnsafePointer(pad)
                     }
                     parallelFor(chunks.count, threads: threads) { i in
-                        let (rows, panels) = chunks[i]
+                        let (g, rows, panels) = chunks[i]
                         var part = e
-                        var b = gemm.b
+                        if groupCount > 1 { part.bias = e.bias.map { $0 + g * perGroup } }
+                        var b = gemms[g].b
                         let local = panelBytes > 0 ? (scratch + padBytes + i * panelBytes).assumingMemoryBound(to: Float.self) : nil
-                        kiln_f32_igemm(ukernel, gemm.mr, &b, src, rowStep, pixelStep, ow, offsets.baseAddress, run, yi, ldc, rows.lowerBound,
-                                       rows.upperBound, panels.lowerBound, panels.upperBound, &part, local)
+                        kiln_f32_igemm(ukernel, mr, &b, src + g * groupChannels, rowStep, pixelStep, ow, offsets.baseAddress, run,
+                                       yi + g * perGroup, ldc, rows.lowerBound, rows.upperBound, panels.lowerBound, panels.upperBound, &part, local)
                     }
                 }
             }
