@@ -84,8 +84,9 @@ struct PackedGEMM: @unchecked Sendable {
     /// How `m` rows split across threads: by panels when there are enough, else by rows.
     func chunks(m: Int, threads: Int) -> [(rows: Range<Int>, panels: Range<Int>)] {
         guard m > 0, n > 0 else { return [] }
-        let parts = m * n * max(k, 1) < 1 << 15 ? 1 : threads
-        return panels >= parts
+        guard m * n * max(k, 1) >= 1 << 15, threads > 1 else { return [(0 ..< m, 0 ..< panels)] }
+        let parts = workChunks(threads)
+        return panels >= threads
             ? splitRanges(panels, parts: parts).map { (0 ..< m, $0) }
             : splitRanges(m, parts: parts, align: mr).map { ($0, 0 ..< panels) }
     }

@@ -2,7 +2,8 @@ import CKilnKernels
 
 /// Runs `body(i)` for `i` in `0..<count` on the kernel thread pool (`kiln_parallel_for`),
 /// or inline when `threads` is 1. The bodies must write disjoint memory (each kernel chunk
-/// owns its output rows or columns); chunk counts are at most `threads`.
+/// owns its output rows or columns); threads claim indices one at a time, so `count` may exceed
+/// `threads` (see ``workChunks(_:)``).
 @inline(__always)
 func parallelFor(_ count: Int, threads: Int, _ body: (Int) -> Void) {
     if count <= 1 || threads <= 1 {
@@ -18,6 +19,12 @@ func parallelFor(_ count: Int, threads: Int, _ body: (Int) -> Void) {
         }
     }
 }
+
+/// Chunks a large kernel's work is cut into for `threads` threads: a few per thread, claimed
+/// one at a time, so a thread that loses its core for a while (a busy shared machine, another
+/// process) leaves its remaining chunks to the others instead of holding up the step.
+@inline(__always)
+func workChunks(_ threads: Int) -> Int { threads > 1 ? threads * 2 : 1 }
 
 /// `count` items split into at most `parts` contiguous ranges, each a multiple of `align`
 /// (except the last).

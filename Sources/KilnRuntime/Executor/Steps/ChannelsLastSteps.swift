@@ -192,9 +192,10 @@ extension ConvNHWCStep {
         // share: then each thread streams only its half of it.
         let weightBytes = weights.k * panelCount * weights.b.nr * 4
         let byRows = panelCount < 2 * parts || (pixels >= 2 * mr * parts && weightBytes <= 1 << 19)
+        let chunkCount = small ? 1 : workChunks(threads)
         let split: [(rows: Range<Int>, panels: Range<Int>)] = byRows
-            ? splitRanges(pixels, parts: parts, align: mr).map { ($0, 0 ..< panelCount) }
-            : splitRanges(panelCount, parts: parts).map { (0 ..< pixels, $0) }
+            ? splitRanges(pixels, parts: chunkCount, align: mr).map { ($0, 0 ..< panelCount) }
+            : splitRanges(panelCount, parts: chunkCount).map { (0 ..< pixels, $0) }
         // The same split for every group: (group, pixels, panels).
         let chunks = gemms.indices.flatMap { g in split.map { (group: g, rows: $0.rows, panels: $0.panels) } }
         let padBytes = padded ? (hp * wp * c * 4 + 63) / 64 * 64 : 0
@@ -285,8 +286,9 @@ struct DepthwiseNHWCStep: StepKernel, @unchecked Sendable {
         let parts = channels * oh * ow * kh * kw < 1 << 15 ? 1 : context.threads
         // Short planes split channels (in whole 16-lane vectors), so both halves stay balanced.
         let byChannels = oh < 4 * parts && channels >= 32 * parts
-        let rowParts = byChannels ? [0 ..< oh] : splitRanges(oh, parts: parts)
-        let channelParts = byChannels ? splitRanges(channels, parts: parts, align: 16) : [0 ..< channels]
+        let chunks = parts > 1 ? workChunks(parts) : 1
+        let rowParts = byChannels ? [0 ..< oh] : splitRanges(oh, parts: chunks)
+        let channelParts = byChannels ? splitRanges(channels, parts: chunks, align: 16) : [0 ..< channels]
         let (y, weight, base, kernel, threads) = (outputs[0], weight, epilogue, kernel, context.threads)
         let work = rowParts.flatMap { r in channelParts.map { (r, $0) } }
         return BoundStep { slots in
