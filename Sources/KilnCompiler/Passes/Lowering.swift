@@ -38,71 +38,40 @@ public struct Lowering: CompilerPass {
             var kernels: [KernelID] = []
             for (i, op) in f.operations.enumerated() {
                 var family = family(op, unit, type)
+                /// Makes input 1 the weight packed by `make` under `suffix`, once per `key` for the whole model.
+                func repack(_ w: Weight, key: String, suffix: String, _ make: (String) throws -> Weight) throws {
+                    if let existing = packed[key] {
+                        f.operations[i].inputs[1] = existing
+                        return
+                    }
+                    let name = unit.freshWeightName("\(w.name)@\(suffix)")
+                    do {
+                        unit.model.weights.append(try make(name))
+                    } catch let e as CompileError {
+                        throw CompileError("op '\(op.name)': \(e.reason)")
+                    }
+                    packed[key] = name
+                    f.operations[i].inputs[1] = name
+                }
+                let nr = arch.gemm.tile.nr
                 if family == .depthwiseNHWC, let w = unit.weight(op.inputs[1]) {
                     // Taps outer, channels inner: [kh, kw, C], the vector kernel's order.
-                    let key = "\(w.name)|taps"
-                    if let existing = packed[key] {
-                        f.operations[i].inputs[1] = existing
-                    } else {
-                        let name = unit.freshWeightName("\(w.name)@taps")
-                        do {
-                            unit.model.weights.append(try WeightPacking.packTaps(w, name: name))
-                        } catch let e as CompileError {
-                            throw CompileError("op '\(op.name)': \(e.reason)")
-                        }
-                        packed[key] = name
-                        f.operations[i].inputs[1] = name
-                    }
+                    try repack(w, key: "\(w.name)|taps", suffix: "taps") { try WeightPacking.packTaps(w, name: $0) }
                 } else if family == .conv2dNHWC, let w = unit.weight(op.inputs[1]), let groups = try? op.attributes.int("group", 1), groups > 1 {
                     // Per group the channels-last GEMM's B: [groups, panels, K, nr].
-                    let nr = arch.gemm.tile.nr, key = "\(w.name)|groups\(groups)|\(nr)"
-                    if let existing = packed[key] {
-                        f.operations[i].inputs[1] = existing
-                    } else {
-                        let name = unit.freshWeightName("\(w.name)@g\(nr)")
-                        do {
-                            unit.model.weights.append(try WeightPacking.packGroups(w, name: name, groups: groups, nr: nr))
-                        } catch let e as CompileError {
-                            throw CompileError("op '\(op.name)': \(e.reason)")
-                        }
-                        packed[key] = name
-                        f.operations[i].inputs[1] = name
+                    try repack(w, key: "\(w.name)|groups\(groups)|\(nr)", suffix: "g\(nr)") {
+                        try WeightPacking.packGroups(w, name: $0, groups: groups, nr: nr)
                     }
                     f.operations[i].attributes["kernel_shape"] = .ints(Array(w.shape[2...]))
                 } else if family == .gemm || family == .conv2d || family == .conv2dNHWC, let w = unit.weight(op.inputs[1]), let o = orientation(op, w) {
-                    let key = "\(w.name)|\(o.label)|\(arch.gemm.tile.nr)"
-                    let name: String
-                    if let existing = packed[key] {
-                        name = existing
-                    } else {
-                        name = unit.freshWeightName("\(w.name)@\(o.label)\(arch.gemm.tile.nr)")
-                        do {
-                            unit.model.weights.append(try WeightPacking.pack(w, name: name, o.orientation, nr: arch.gemm.tile.nr))
-                        } catch let e as CompileError {
-                            throw CompileError("op '\(op.name)': \(e.reason)")
-                        }
-                        packed[key] = name
-                    }
-                    f.operations[i].inputs[1] = name
+                    try repack(w, key: "\(w.name)|\(o.label)|\(nr)", suffix: "\(o.label)\(nr)") { try WeightPacking.pack(w, name: $0, o.orientation, nr: nr) }
                     if family == .conv2dNHWC { f.operations[i].attributes["kernel_shape"] = .ints(Array(w.shape[2...])) }
                 } else if family == .gemm || family == .conv2d || family == .conv2dNHWC {
                     family = .reference
                 } else if family == .conv2dNCHW, let w = unit.weight(op.inputs[1]) {
                     // The weight is the GEMM's A: packed once, in row tiles of the arch's microkernel.
                     let groups = (try? op.attributes.int("group", 1)) ?? 1, mr = arch.gemm.tile.mr
-                    let key = "\(w.name)|rows\(groups)|\(mr)"
-                    if let existing = packed[key] {
-                        f.operations[i].inputs[1] = existing
-                    } else {
-                        let name = unit.freshWeightName("\(w.name)@r\(mr)")
-                        do {
-                            unit.model.weights.append(try WeightPacking.packRows(w, name: name, groups: groups, mr: mr))
-                        } catch let e as CompileError {
-                            throw CompileError("op '\(op.name)': \(e.reason)")
-                        }
-                        packed[key] = name
-                        f.operations[i].inputs[1] = name
-                    }
+                    try repack(w, key: "\(w.name)|rows\(groups)|\(mr)", suffix: "r\(mr)") { try WeightPacking.packRows(w, name: $0, groups: groups, mr: mr) }
                 }
                 kernels.append(arch.kernel(family))
             }
