@@ -29,8 +29,11 @@ let package = Package(
             name: "CKilnKernels"
         ),
         .target(
+            name: "CKilnHash"
+        ),
+        .target(
             name: "KilnFormat",
-            dependencies: ["CKilnSpecs", "CZlib"]
+            dependencies: ["CKilnSpecs", "CZlib", "CKilnHash"]
         ),
         .target(
             name: "KilnReference",

@@ -99,6 +99,26 @@ public struct CompiledArtifact: Sendable {
     public var weightBytes: Int
     /// Bytes of the plan.
     public var planBytes: Int
+    /// The header's stored CRC-32 (it covers the section offsets and the plan's CRC).
+    public var headerChecksum: UInt32 = 0
+    /// The weight section's CRC-32 as the trailer stores it.
+    public var weightsChecksum: UInt32 = 0
+    /// The weight section, for ``verifyWeights()``.
+    public var weightSection: ByteStorage? = nil
+    /// The file it was mapped from, as it was when opened (`nil` for bytes in memory).
+    public var file: FileIdentity? = nil
+    /// Whether the weight section's checksum was checked while reading.
+    public var weightsVerified = false
+
+    /// Checks the weight section against the trailer's CRC-32, in one pass at memory speed.
+    /// - Throws: ``PackageError`` (field `weights`, no path) on a mismatch.
+    public func verifyWeights() throws {
+        guard let weightSection else { return }
+        let c = crc32(weightSection.bytes)
+        guard c == weightsChecksum else {
+            throw PackageError(field: "weights", reason: "checksum mismatch (stored \(hex(weightsChecksum)), computed \(hex(c))); the artifact is corrupt")
+        }
+    }
 
     /// Serializes an artifact: header, plan, 64-byte aligned weight section, trailer.
     /// Deterministic: the same header and plan give the same bytes.
@@ -242,12 +262,13 @@ public struct CompiledArtifact: Sendable {
             throw PackageError(field: "plan", reason: "checksum mismatch (computed \(hex(planCRC))); the artifact is corrupt")
         }
         let weights = UnsafeRawBufferPointer(rebasing: bytes[weightRange])
+        let storedWeightsCRC = bytes.loadLE(UInt32.self, at: t + 16)
         // One pass over the whole weight section (its CRC is in the trailer); the per-blob
         // CRCs are not checked again.
         if verifyWeights {
             let c = crc32(weights)
-            guard c == bytes.loadLE(UInt32.self, at: t + 16) else {
-                throw PackageError(field: "weights", reason: "checksum mismatch (computed \(hex(c))); the artifact is corrupt")
+            guard c == storedWeightsCRC else {
+                throw PackageError(field: "weights", reason: "checksum mismatch (stored \(hex(storedWeightsCRC)), computed \(hex(c))); the artifact is corrupt")
             }
         }
         let (contents, functions, arch) = try CompiledPlanCodec.decode(planBytes)
@@ -260,7 +281,10 @@ public struct CompiledArtifact: Sendable {
             verifyChecksums: false, validateModel: false) { storage($0.lowerBound + base ..< $0.upperBound + base) }
         let plan = CompiledPlan(model: model, functions: functions, arch: arch)
         try plan.validateStructure()
-        return CompiledArtifact(header: header, plan: plan, weightBytes: weightRange.count, planBytes: planRange.count)
+        return CompiledArtifact(header: header, plan: plan, weightBytes: weightRange.count, planBytes: planRange.count,
+                                headerChecksum: bytes.loadLE(UInt32.self, at: CompiledFormat.headerSize - 4),
+                                weightsChecksum: storedWeightsCRC, weightSection: storage(weightRange),
+                                weightsVerified: verifyWeights)
     }
 
     /// Maps and reads the artifact at `path`.
@@ -272,7 +296,9 @@ public struct CompiledArtifact: Sendable {
     public static func read(at path: String, verifyWeights: Bool = false) throws -> CompiledArtifact {
         do {
             let file = try MappedFile(path: path)
-            return try read(file.bytes, verifyWeights: verifyWeights) { file.storage($0) }
+            var artifact = try read(file.bytes, verifyWeights: verifyWeights) { file.storage($0) }
+            artifact.file = file.identity
+            return artifact
         } catch let e as PackageError {
             throw e.inFile(path)
         }

@@ -153,6 +153,8 @@ final class MappedFile: @unchecked Sendable {
     let path: String
     let base: UnsafeRawPointer?
     let count: Int
+    /// The mapped file as `fstat` saw it when it was opened.
+    let identity: FileIdentity
 
     init(path: String) throws {
         self.path = path
@@ -163,6 +165,7 @@ final class MappedFile: @unchecked Sendable {
         guard fstat(fd, &st) == 0 else { throw FileSystem.errnoError(path, "stat") }
         guard (st.st_mode & S_IFMT) == S_IFREG else { throw PackageError(path: path, reason: "not a regular file") }
         count = Int(st.st_size)
+        identity = FileIdentity(st)
         if count == 0 {
             base = nil
             return
@@ -183,6 +186,44 @@ final class MappedFile: @unchecked Sendable {
         guard let base else { return ByteStorage([]) }
         return ByteStorage(borrowing: base + range.lowerBound, count: range.count, owner: self)
     }
+}
+
+/// What identifies one version of a file on this machine without reading it: device, inode,
+/// size, and the modification and status-change times in nanoseconds.
+///
+/// Any write to the file moves its status-change time (ctime), which no unprivileged call can set
+/// back (`touch -r` restores the modification time and itself moves ctime), so an identity that
+/// equals a remembered one names the same, unchanged bytes.
+public struct FileIdentity: Sendable, Hashable, CustomStringConvertible {
+    /// `st_dev`.
+    public var device: UInt64
+    /// `st_ino`.
+    public var inode: UInt64
+    /// `st_size`.
+    public var size: Int64
+    /// `st_mtim` in nanoseconds.
+    public var modified: Int64
+    /// `st_ctim` in nanoseconds.
+    public var changed: Int64
+
+    init(_ st: stat) {
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+        size = Int64(st.st_size)
+        modified = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+        changed = Int64(st.st_ctim.tv_sec) * 1_000_000_000 + Int64(st.st_ctim.tv_nsec)
+    }
+
+    /// The identity of the file at `path` now, or `nil` when it cannot be stat'ed.
+    /// - Parameter path: The file.
+    public init?(path: String) {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        self.init(st)
+    }
+
+    /// `dev=…;ino=…;size=…;mtime=…;ctime=…`.
+    public var description: String { "dev=\(device);ino=\(inode);size=\(size);mtime=\(modified);ctime=\(changed)" }
 }
 
 /// Files written whole or not at all.
