@@ -84,4 +84,32 @@ public struct Architecture: Sendable, Hashable, CustomStringConvertible {
 
     /// The best architecture this host can run.
     public static let host: Architecture? = all.filter(\.isRunnableOnHost).max { $0.level < $1.level }
+
+    /// Every architecture this host can run, best first.
+    public static var runnableOnHost: [Architecture] { all.filter(\.isRunnableOnHost).sorted { $0.level > $1.level } }
+
+    /// The best architecture this host runs at or below `cap` (`nil`: no cap).
+    /// - Parameter cap: An arch name of the host's family, for example `x86_64_v3` to keep a
+    ///   `x86_64_v4` host off AVX-512.
+    /// - Returns: The architecture.
+    /// - Throws: ``ArchitectureCapError`` for an unknown name, another family, or a CPU without one.
+    public static func host(cappedAt cap: String?) throws -> Architecture {
+        guard let host else { throw ArchitectureCapError(reason: "this CPU has no Kiln architecture") }
+        guard let cap else { return host }
+        guard let limit = named(cap) else {
+            throw ArchitectureCapError(reason: "unknown architecture '\(cap)'; known: \(all.map(\.name).joined(separator: ", "))")
+        }
+        guard limit.family == host.family else {
+            throw ArchitectureCapError(reason: "cannot cap a \(host.family) host at \(limit.name), an arch of the \(limit.family) family")
+        }
+        return runnableOnHost.first { $0.level <= limit.level } ?? host
+    }
+}
+
+/// A `--max-arch` / `maxArchitecture` that names no usable cap.
+public struct ArchitectureCapError: Error, Sendable, CustomStringConvertible {
+    /// A sentence.
+    public var reason: String
+    /// The sentence.
+    public var description: String { reason }
 }

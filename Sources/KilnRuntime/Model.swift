@@ -7,12 +7,22 @@ import KilnReference
 public struct ModelLoadOptions: Sendable {
     /// The defaults.
     public static let `default` = ModelLoadOptions()
-    /// Verify every weight blob's checksum while loading (default `true` for packages;
-    /// compiled artifacts always check their header and plan, and their weights when this is set
-    /// together with ``verifyCompiledWeights``).
+    /// Verify weights before the first run (default `true`): every blob's CRC-32 of a package,
+    /// the weight section's CRC-32 of a compiled artifact on every load path (file, directory,
+    /// specialization cache, bookmark), and `assets.json`'s size and SHA-256 where it lists the
+    /// artifact. An artifact's header and plan are always checked. `false` is the explicit
+    /// opt-out (`--no-verify`).
     public var verifyChecksums = true
-    /// Also verify a compiled artifact's weight checksums (O(weights); default `false`).
-    public var verifyCompiledWeights = false
+    /// Remember verified artifacts in the cache directory (`verified/`), keyed by the file's
+    /// device, inode, size, mtime, ctime and stored checksums, so a warm load of the same
+    /// unchanged file does not hash it again (default `true`).
+    public var rememberVerifiedFiles = true
+    /// Load only this model from a directory: `NAME.<arch>.compiled` and `NAME.kiln` are the
+    /// candidates. A directory holding several models needs it; a file of another model is refused.
+    public var model: String? = nil
+    /// Never choose or specialize for an arch above this one (for example `x86_64_v3`, to keep
+    /// a `x86_64_v4` host off AVX-512).
+    public var maxArchitecture: String? = nil
     /// Threads a compiled function may use per call (default: the number of cores).
     public var threads = ProcessInfo.processInfo.activeProcessorCount
     /// Run every input shape through one generic plan instead of building a plan per
@@ -84,21 +94,27 @@ public final class Model: Sendable {
 
     /// Loads a model.
     ///
-    /// Accepts a portable `Name.kiln` package (run by the reference interpreter) or a compiled
-    /// `Name.<arch>.compiled` artifact (mapped, not copied; its header, plan and arch are checked).
+    /// Accepts a portable `Name.kiln` package (run by the reference interpreter), a compiled
+    /// `Name.<arch>.compiled` artifact (mapped, not copied; its header, plan, arch and weights are
+    /// checked), or a directory of them (the best artifact that passes every check, else the
+    /// package specialized through the cache).
     /// - Parameters:
-    ///   - url: The package or artifact.
+    ///   - url: The package, artifact or directory.
+    ///   - model: Load only this model of a directory (see ``ModelLoadOptions/model``).
     ///   - options: Load options.
     /// - Returns: The model.
     /// - Throws: ``PackageError`` for a malformed package or artifact, ``RuntimeError`` for anything else.
-    public static func load(contentsOf url: URL, options: ModelLoadOptions = .default) async throws -> Model {
+    public static func load(contentsOf url: URL, model: String? = nil, options: ModelLoadOptions = .default) async throws -> Model {
+        var options = options
+        if let model { options.model = model }
         let path = url.path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw RuntimeError(path: path, reason: "no such file or directory")
         }
         if !isDirectory.boolValue, path.hasSuffix(".\(CompiledFormat.fileExtension)") {
-            return Model(backend: .compiled(try loadArtifact(path, options)), url: url, options: options)
+            let (artifact, explanation) = try loadArtifact(path, options)
+            return Model(backend: .compiled(artifact), url: url, options: options, explanation: explanation)
         }
         if isDirectory.boolValue, !FileManager.default.fileExists(atPath: "\(path)/\(PackageFormat.manifestFileName)") {
             return try await loadDirectory(path, options)
@@ -106,41 +122,83 @@ public final class Model: Sendable {
         guard isDirectory.boolValue else {
             throw RuntimeError(path: path, reason: "not a Kiln package, compiled artifact or directory of artifacts")
         }
+        try checkName(path, options)
         return Model(backend: .portable(try PackageReader.read(at: path, verifyChecksums: options.verifyChecksums)), url: url, options: options)
+    }
+
+    /// `Name` of `…/Name.kiln` or `…/Name.<arch>.compiled`.
+    static func fileModelName(_ path: String) -> String? {
+        let file = URL(fileURLWithPath: path).lastPathComponent
+        if let (name, _) = ArtifactSelection.parse(file) { return name }
+        if file.hasSuffix(".\(PackageFormat.packageExtension)") { return String(file.dropLast(PackageFormat.packageExtension.count + 1)) }
+        return nil
+    }
+
+    static func checkName(_ path: String, _ options: ModelLoadOptions) throws {
+        if let wanted = options.model, let name = fileModelName(path), name != wanted {
+            throw RuntimeError(path: path, reason: "is model '\(name)', not '\(wanted)'")
+        }
+    }
+
+    /// The arch to choose and specialize for: the host's best, capped by ``ModelLoadOptions/maxArchitecture``.
+    static func targetArchitecture(_ options: ModelLoadOptions, path: String) throws -> Architecture? {
+        guard Architecture.host != nil else { return nil }
+        do {
+            return try Architecture.host(cappedAt: options.maxArchitecture)
+        } catch let e as ArchitectureCapError {
+            throw RuntimeError(path: path, reason: "--max-arch: \(e.reason)")
+        }
+    }
+
+    static func verifier(_ options: ModelLoadOptions) -> ArtifactVerifier {
+        ArtifactVerifier(enabled: options.verifyChecksums,
+                         cacheDirectory: options.rememberVerifiedFiles ? (options.cache?.directory ?? SpecializationCache.defaultDirectory) : nil)
     }
 
     /// A directory of `Name.<arch>.compiled` files (and maybe `Name.kiln`): the best artifact the
     /// host runs, else the package specialized through the cache.
     static func loadDirectory(_ path: String, _ options: ModelLoadOptions) async throws -> Model {
         let cache = options.cache ?? SpecializationCache()
-        var (explanation, artifact) = ArtifactSelection.select(in: path, runtimeVersion: cache.runtimeVersion)
+        let target = try targetArchitecture(options, path: path)
+        var (explanation, artifact) = try ArtifactSelection.select(in: path, runtimeVersion: cache.runtimeVersion, model: options.model,
+                                                                   host: target, verifier: verifier(options))
         if let artifact, let chosen = explanation.chosen {
             return Model(backend: .compiled(artifact), url: URL(fileURLWithPath: chosen), options: options, explanation: explanation)
         }
-        let packages = ((try? FileManagerShim.contents(of: path)) ?? []).filter { $0.hasSuffix(".\(PackageFormat.packageExtension)") }.sorted()
+        let (files, _) = try ArtifactSelection.files(in: path, model: options.model)
+        let packages = files.filter { $0.hasSuffix(".\(PackageFormat.packageExtension)") }.sorted()
         guard let package = packages.first.map({ "\(path)/\($0)" }) else {
             let reasons = explanation.candidates.map { "\($0.path): \($0.refusal ?? "usable")" }
             throw RuntimeError(path: path, reason: reasons.isEmpty
                 ? "holds no compiled artifact and no package"
-                : "no artifact runs on this host (\(explanation.host ?? "unsupported CPU")) and there is no package to specialize: " + reasons.joined(separator: "; "))
+                : "no artifact runs on this host (\(target?.name ?? "unsupported CPU")) and there is no package to specialize: " + reasons.joined(separator: "; "))
         }
         var specialization = SpecializationOptions()
         specialization.threads = options.threads
         specialization.expectFrequentReshapes = options.expectFrequentReshapes
         specialization.policy = options.policy
+        specialization.maxArchitecture = options.maxArchitecture
+        specialization.verifyChecksums = options.verifyChecksums
         let model = try await cache.specialize(contentsOf: URL(fileURLWithPath: package), options: specialization)
         explanation.package = package
         explanation.chosen = nil
         explanation.specialization = model.explanation.specialization
+        explanation.verification = model.explanation.verification
         explanation.warnings += model.explanation.warnings
         return Model(backend: model.backend, url: model.url, options: options, explanation: explanation, bookmark: model.bookmarkData)
     }
 
-    /// Which artifact of a directory this host would load, and why, without loading it.
-    /// - Parameter directory: A directory of `Name.<arch>.compiled` files.
+    /// Which artifact of a directory this host would load, and why, without loading it
+    /// (the chosen artifact's weights are verified, as a load would).
+    /// - Parameters:
+    ///   - directory: A directory of `Name.<arch>.compiled` files.
+    ///   - options: Load options (`model`, `maxArchitecture`, `verifyChecksums`, `cache`).
     /// - Returns: Every candidate's verdict and the chosen one.
-    public static func explainSelection(inDirectory directory: String) -> LoadExplanation {
-        ArtifactSelection.select(in: directory, runtimeVersion: CompiledFormat.runtimeVersion).0
+    /// - Throws: ``RuntimeError`` when the directory holds several models and none is named.
+    public static func explainSelection(inDirectory directory: String, options: ModelLoadOptions = .default) throws -> LoadExplanation {
+        let target = try targetArchitecture(options, path: directory)
+        return try ArtifactSelection.select(in: directory, runtimeVersion: (options.cache ?? SpecializationCache()).runtimeVersion,
+                                            model: options.model, host: target, verifier: verifier(options)).0
     }
 
     /// Reopens a model specialized through a cache from its ``bookmarkData``.
@@ -153,8 +211,9 @@ public final class Model: Sendable {
         try (options.cache ?? SpecializationCache()).model(resolvingBookmark: data, options: options)
     }
 
-    static func loadArtifact(_ path: String, _ options: ModelLoadOptions) throws -> CompiledArtifact {
-        let artifact = try CompiledArtifact.read(at: path, verifyWeights: options.verifyChecksums && options.verifyCompiledWeights)
+    static func loadArtifact(_ path: String, _ options: ModelLoadOptions) throws -> (CompiledArtifact, LoadExplanation) {
+        try checkName(path, options)
+        let artifact = try CompiledArtifact.read(at: path)
         let header = artifact.header
         guard header.minimumRuntime <= CompiledFormat.runtimeVersion else {
             throw RuntimeError(path: path, reason: "needs Kiln runtime \(header.minimumRuntime) or newer; this is \(CompiledFormat.runtimeVersion)")
@@ -165,7 +224,22 @@ public final class Model: Sendable {
         guard arch.isRunnableOnHost else {
             throw RuntimeError(path: path, reason: "is compiled for \(arch.name), which this host cannot run (host: \(Architecture.host?.name ?? "unsupported"))")
         }
-        return artifact
+        var explanation = LoadExplanation(host: Architecture.host?.name)
+        if let target = try targetArchitecture(options, path: path), target != Architecture.host {
+            explanation.maxArchitecture = target.name
+            guard arch.level <= target.level else {
+                throw RuntimeError(path: path, reason: "is compiled for \(arch.name), above the arch cap \(target.name)")
+            }
+        }
+        explanation.chosen = path
+        explanation.verification = try verifier(options).verify(artifact, path: path)
+        return (artifact, explanation)
+    }
+
+    /// Bytes of the compiled artifact's weight section (0 for a package run by the interpreter).
+    public var weightSectionBytes: Int {
+        if case .compiled(let a) = backend { return a.weightBytes }
+        return 0
     }
 
     /// The names of the model's functions, in package order.

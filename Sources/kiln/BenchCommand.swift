@@ -19,8 +19,9 @@ enum BenchCommand {
             OptionSpec(names: ["--time"], valueName: "SECONDS", help: "Run for this long instead of a fixed count."),
             OptionSpec(names: ["--frequent-reshapes"], valueName: nil, help: "Run every shape through one generic plan (no plan per input shapes)."),
             OptionSpec(names: ["--cold"], valueName: nil, help: "Also measure a cold load (file pages dropped from the cache first)."),
+            OptionSpec(names: ["--load"], valueName: nil, help: "Measure loading only: verified (memo empty), unverified, and warm (memo hit)."),
             OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON instead of a table."),
-        ],
+        ] + LoadFlags.options,
         discussion: """
             Generated inputs: floats uniform in [-1, 1); integers in 0..<V where V is the model's
             'vocabulary' metadata, else 0..<2. Latency is measured around run(inputs:) only.
@@ -39,7 +40,7 @@ enum BenchCommand {
             throw UsageError(message: args.positionals.isEmpty ? "missing PATH" : "expected one PATH", command: spec)
         }
         let path = args.positionals[0]
-        var options = ModelLoadOptions()
+        var options = LoadFlags.loadOptions(args)
         options.threads = try positiveInt(args, "--threads", options.threads)
         options.expectFrequentReshapes = args.has("--frequent-reshapes")
         let warmup = try positiveInt(args, "--warmup", 3, allowZero: true)
@@ -64,6 +65,7 @@ enum BenchCommand {
             files[parts[0]] = parts[1]
         }
         let url = URL(fileURLWithPath: path)
+        if args.has("--load") { return try await measureLoads(path, options, repeatCount: try positiveInt(args, "--repeat", 7), json: args.has("--json")) }
         var coldLoad: Double?
         if args.has("--cold") { coldLoad = try await measureColdLoad(path, options) }
         let loadStart = DispatchTime.now()
@@ -181,6 +183,55 @@ enum BenchCommand {
         let model = try await Model.load(contentsOf: URL(fileURLWithPath: path), options: options)
         for name in model.functionNames { _ = try await model.loadFunction(named: name) }
         return elapsed(since: t)
+    }
+
+    /// `--load`: the median of `repeatCount` loads each way — verified with an empty memo,
+    /// unverified, and verified with the memo holding the file (a warm load).
+    static func measureLoads(_ path: String, _ options: ModelLoadOptions, repeatCount: Int, json: Bool) async throws {
+        let root = NSTemporaryDirectory() + "kiln-bench-load-\(ProcessInfo.processInfo.processIdentifier)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        func once(_ o: ModelLoadOptions) async throws -> (Double, Model) {
+            let t = DispatchTime.now()
+            let model = try await Model.load(contentsOf: URL(fileURLWithPath: path), options: o)
+            return (elapsed(since: t), model)
+        }
+        var cold: [Double] = [], plain: [Double] = [], warm: [Double] = []
+        var weightBytes = 0
+        var note = ""
+        var warmOptions = options
+        warmOptions.cache = SpecializationCache(directory: "\(root)/warm")
+        _ = try await once(warmOptions) // fills the memo
+        for i in 0 ..< repeatCount {
+            var o = options
+            o.cache = SpecializationCache(directory: "\(root)/cold-\(i)")
+            let (t, model) = try await once(o)
+            cold.append(t)
+            weightBytes = model.weightSectionBytes
+            note = model.explanation.verification ?? ""
+            var u = options
+            u.verifyChecksums = false
+            plain.append(try await once(u).0)
+            warm.append(try await once(warmOptions).0)
+        }
+        func median(_ v: [Double]) -> Double { v.sorted()[v.count / 2] }
+        let extra = median(cold) - median(plain)
+        let rate = extra > 0 ? Double(weightBytes) / extra / 1e9 : .infinity
+        if json {
+            Console.out(JSON.object([
+                ("path", .string(path)), ("weightBytes", .int(weightBytes)),
+                ("verifiedLoadSeconds", .number(median(cold))), ("unverifiedLoadSeconds", .number(median(plain))),
+                ("warmLoadSeconds", .number(median(warm))), ("verificationGBPerSecond", rate.isFinite ? .number(rate) : .null),
+                ("verification", .string(note)),
+            ]).rendered() + "\n")
+            return
+        }
+        Console.out(table([
+            ("model", path), ("weights", "\(grouped(weightBytes)) bytes"),
+            ("load, verified", ms(median(cold))), ("load, unverified", ms(median(plain))),
+            ("load, warm (memo)", ms(median(warm))),
+            ("verification", rate.isFinite ? String(format: "%.1f GB/s (load difference)", rate) : "within noise"),
+            ("", note),
+        ]))
     }
 
     static func generated(_ shape: [Int], _ type: DataType, vocabulary: Int, _ rng: inout SplitMix64) throws -> NDArray {

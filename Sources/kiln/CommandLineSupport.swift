@@ -1,3 +1,4 @@
+import KilnRuntime
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -194,4 +195,24 @@ func humanCount(_ n: Int) -> String {
 func oneDecimal(_ v: Double) -> String {
     let tenths = Int((v * 10).rounded())
     return "\(tenths / 10).\(tenths % 10)"
+}
+
+/// The loader options `run`, `bench` and `select` share.
+enum LoadFlags {
+    static let options: [OptionSpec] = [
+        OptionSpec(names: ["--model"], valueName: "NAME", help: "Load only NAME.<arch>.compiled / NAME.kiln from a directory (needed when it holds several models)."),
+        OptionSpec(names: ["--cache-dir"], valueName: "DIR", help: "Specialization cache and verified-file memo (default $XDG_CACHE_HOME/kiln; persistent entries then live in DIR too)."),
+        OptionSpec(names: ["--max-arch"], valueName: "NAME", help: "Never choose or specialize for an arch above NAME (for example x86_64_v3)."),
+        OptionSpec(names: ["--no-verify"], valueName: nil, help: "Do not verify weight checksums before the first run (header and plan are still checked)."),
+    ]
+
+    /// Options from the shared flags.
+    static func loadOptions(_ args: ParsedArguments) -> ModelLoadOptions {
+        var o = ModelLoadOptions()
+        o.model = args.value("--model")
+        if let dir = args.value("--cache-dir") { o.cache = SpecializationCache(directory: dir) }
+        o.maxArchitecture = args.value("--max-arch")
+        o.verifyChecksums = !args.has("--no-verify")
+        return o
+    }
 }

@@ -15,7 +15,7 @@ enum RunCommand {
             OptionSpec(names: ["--print"], valueName: nil, help: "Print each output's shape, dtype, min/max/mean and first values."),
             OptionSpec(names: ["--reference"], valueName: nil, help: "Run with the reference interpreter (the default for a package)."),
             OptionSpec(names: ["--explain"], valueName: nil, help: "Print which artifact was chosen and why (stderr)."),
-        ],
+        ] + LoadFlags.options,
         discussion: """
             Output files are named after the outputs, with characters outside [A-Za-z0-9._-]
             replaced by '_'; outputs.json maps each real output name to its file, dtype and shape.
@@ -40,7 +40,7 @@ enum RunCommand {
                 throw UsageError(message: "input '\(name)' is given twice", command: spec)
             }
         }
-        let model = try await Model.load(contentsOf: URL(fileURLWithPath: path))
+        let model = try await Model.load(contentsOf: URL(fileURLWithPath: path), options: LoadFlags.loadOptions(args))
         if args.has("--explain") { Console.err(model.explanation.description) }
         let names = model.functionNames
         let functionName: String

@@ -7,13 +7,12 @@ enum SelectCommand {
     static let spec = CommandSpec(
         name: "select",
         abstract: "Show which compiled artifact this host would load from a directory, and why.",
-        usage: "kiln select DIR [--cache-dir DIR] [--json]",
+        usage: "kiln select DIR [--model NAME] [--cache-dir DIR] [--max-arch NAME] [--no-verify] [--json]",
         arguments: [("DIR", "A directory of Name.<arch>.compiled files, optionally with Name.kiln.")],
         options: [
-            OptionSpec(names: ["--cache-dir"], valueName: "DIR", help: "Specialization cache to look in (default \(SpecializationCache.defaultDirectory))."),
             OptionSpec(names: ["--explain"], valueName: nil, help: "Accepted for symmetry with 'kiln run --explain' (the report always explains)."),
             OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON."),
-        ],
+        ] + LoadFlags.options,
         discussion: "Specialization, when needed, is not done: the report says whether the cache already holds it and estimates its cost.")
 
     /// Measured compile throughput on a 2-core x86-64 machine, for the estimate (bytes per second).
@@ -26,8 +25,7 @@ enum SelectCommand {
         guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
             throw Failure(message: "\(dir): not a directory")
         }
-        let cache = SpecializationCache(directory: args.value("--cache-dir"))
-        let report = try await ArtifactReport.make(dir, cache: cache)
+        let report = try await ArtifactReport.make(dir, options: LoadFlags.loadOptions(args))
         Console.out(args.has("--json") ? report.json.rendered() + "\n" : report.text)
     }
 }
@@ -39,15 +37,19 @@ struct ArtifactReport {
     var packageBytes: Int
     var cached: Bool
 
-    static func make(_ dir: String, cache: SpecializationCache) async throws -> ArtifactReport {
-        let e = Model.explainSelection(inDirectory: dir)
+    static func make(_ dir: String, options: ModelLoadOptions) async throws -> ArtifactReport {
+        let e = try Model.explainSelection(inDirectory: dir, options: options)
         var package: String?
         var bytes = 0, cached = false
         if e.chosen == nil {
-            package = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasSuffix(".kiln") }.sorted().first.map { "\(dir)/\($0)" }
+            let name = e.model ?? options.model
+            package = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
+                .filter { $0.hasSuffix(".kiln") && (name == nil || $0 == "\(name!).kiln") }.sorted().first.map { "\(dir)/\($0)" }
             if let package {
                 bytes = PackageReader.diskSize(ofPackageAt: package)
-                cached = try await cache.model(for: URL(fileURLWithPath: package)) != nil
+                var s = SpecializationOptions()
+                s.maxArchitecture = options.maxArchitecture
+                cached = try await (options.cache ?? SpecializationCache()).model(for: URL(fileURLWithPath: package), options: s) != nil
             }
         }
         return ArtifactReport(explanation: e, package: package, packageBytes: bytes, cached: cached)
@@ -73,6 +75,9 @@ struct ArtifactReport {
     var json: JSON {
         .object([
             ("host", explanation.host.map { .string($0) } ?? .null),
+            ("maxArchitecture", explanation.maxArchitecture.map { .string($0) } ?? .null),
+            ("model", explanation.model.map { .string($0) } ?? .null),
+            ("verification", explanation.verification.map { .string($0) } ?? .null),
             ("chosen", explanation.chosen.map { .string($0) } ?? .null),
             ("candidates", .array(explanation.candidates.map { c in
                 .object([("path", .string(c.path)), ("arch", c.arch.map { .string($0) } ?? .null),

@@ -1,4 +1,4 @@
-// Checksums at memory speed: CRC-32 (the zlib polynomial) by carry-less multiplication folding on
+// Checksums at memory speed: SHA-256 with the x86-64 SHA extensions, and CRC-32 (the zlib polynomial) by carry-less multiplication folding on
 // x86-64 (PCLMULQDQ) and by the CRC32 instructions on arm64, where the CPU has them.
 #ifndef KILN_HASH_H
 #define KILN_HASH_H
@@ -12,5 +12,12 @@ int kiln_crc32_hardware(void);
 /// and returns how many bytes it consumed (0 without a hardware path; otherwise a multiple of 16,
 /// leaving fewer than 64 bytes for the caller's table-driven code).
 size_t kiln_crc32_bulk(uint32_t *crc, const uint8_t *p, size_t n);
+
+/// Non-zero when `kiln_sha256_blocks` uses the CPU's SHA instructions.
+int kiln_sha256_hardware(void);
+
+/// Runs the SHA-256 compression function over `blocks` 64-byte blocks at `p`, updating `state`
+/// (eight words, FIPS 180-4 order). Returns 0, touching nothing, when there is no hardware path.
+int kiln_sha256_blocks(uint32_t state[8], const uint8_t *p, size_t blocks);
 
 #endif

@@ -107,6 +107,8 @@ public struct CompiledArtifact: Sendable {
     public var weightSection: ByteStorage? = nil
     /// The file it was mapped from, as it was when opened (`nil` for bytes in memory).
     public var file: FileIdentity? = nil
+    /// The whole mapped file (for a digest of the file as a manifest lists it), `nil` for bytes in memory.
+    public var fileBytes: ByteStorage? = nil
     /// Whether the weight section's checksum was checked while reading.
     public var weightsVerified = false
 
@@ -114,7 +116,7 @@ public struct CompiledArtifact: Sendable {
     /// - Throws: ``PackageError`` (field `weights`, no path) on a mismatch.
     public func verifyWeights() throws {
         guard let weightSection else { return }
-        let c = crc32(weightSection.bytes)
+        let c = crc32Parallel(weightSection.bytes)
         guard c == weightsChecksum else {
             throw PackageError(field: "weights", reason: "checksum mismatch (stored \(hex(weightsChecksum)), computed \(hex(c))); the artifact is corrupt")
         }
@@ -298,6 +300,7 @@ public struct CompiledArtifact: Sendable {
             let file = try MappedFile(path: path)
             var artifact = try read(file.bytes, verifyWeights: verifyWeights) { file.storage($0) }
             artifact.file = file.identity
+            artifact.fileBytes = file.storage(0 ..< file.count)
             return artifact
         } catch let e as PackageError {
             throw e.inFile(path)

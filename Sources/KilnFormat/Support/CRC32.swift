@@ -1,5 +1,9 @@
 import CKilnHash
 import CZlib
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// CRC-32 with the zlib polynomial, as stored for every blob and manifest: carry-less
 /// multiplication folding (x86-64 PCLMULQDQ) or the CRC32 instructions (arm64) where the CPU has
@@ -40,4 +44,31 @@ public func crc32(continuing previous: UInt32, _ bytes: UnsafeRawBufferPointer) 
 /// - Returns: The checksum.
 public func crc32(_ bytes: [UInt8]) -> UInt32 {
     bytes.withUnsafeBytes { crc32($0) }
+}
+
+/// CRC-32 of a large buffer with its pieces checksummed on several cores at once and combined
+/// (zlib's `crc32_combine`): a mapped file's first touch costs page faults, which then run in
+/// parallel too. Equal to ``crc32(_:)``.
+/// - Parameter bytes: The bytes to check.
+/// - Returns: The checksum.
+public func crc32Parallel(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    let pieces = min(cores, bytes.count / (8 << 20))
+    guard pieces > 1, let base = bytes.baseAddress else { return crc32(bytes) }
+    let size = (bytes.count / pieces + 4095) / 4096 * 4096
+    let results = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: pieces)
+    defer { results.deallocate() }
+    // Addresses cross the closure as integers; each task writes only its own slot.
+    let address = Int(bitPattern: base), out = Int(bitPattern: results.baseAddress!), count = bytes.count
+    DispatchQueue.concurrentPerform(iterations: pieces) { i in
+        let lo = i * size, hi = min(count, lo + size)
+        let c = crc32(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address + lo), count: max(0, hi - lo)))
+        UnsafeMutablePointer<UInt32>(bitPattern: out)![i] = c
+    }
+    var crc = UInt(results[0])
+    for i in 1 ..< pieces {
+        let lo = i * size, hi = min(bytes.count, lo + size)
+        crc = CZlib.crc32_combine(crc, UInt(results[i]), off_t(max(0, hi - lo)))
+    }
+    return UInt32(truncatingIfNeeded: crc)
 }

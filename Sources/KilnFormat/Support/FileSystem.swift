@@ -8,12 +8,21 @@ import Darwin
 
 /// The one place Kiln's file-system calls are checked: a failing call throws
 /// a ``PackageError`` naming the file and the operating system's reason.
-enum FileSystem {
+public enum FileSystem {
     static func errnoError(_ path: String, _ what: String, _ code: Int32 = errno) -> PackageError {
         PackageError(path: path, reason: "\(what) failed: \(String(cString: strerror(code)))")
     }
 
     /// Whether `path` exists, and whether it is a directory.
+    /// SHA-256 of a whole file, read through a mapping.
+    /// - Parameter path: The file.
+    /// - Returns: 32 bytes.
+    /// - Throws: ``PackageError`` naming the file when it cannot be read.
+    public static func sha256(ofFileAt path: String) throws -> [UInt8] {
+        let file = try MappedFile(path: path)
+        return withExtendedLifetime(file) { SHA256.hash(file.bytes) }
+    }
+
     static func kind(of path: String) -> (exists: Bool, isDirectory: Bool) {
         var st = stat()
         guard stat(path, &st) == 0 else { return (false, false) }

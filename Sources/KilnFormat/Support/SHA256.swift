@@ -1,3 +1,5 @@
+import CKilnHash
+
 /// SHA-256 (FIPS 180-4), for artifact digests and `assets.json`.
 public struct SHA256: Sendable {
     private var state: [UInt32] = [
@@ -51,6 +53,12 @@ public struct SHA256: Sendable {
                 buffer.removeAll(keepingCapacity: true)
             }
         }
+        let blocks = (bytes.count - start) / 64
+        if blocks > 0, state.withUnsafeMutableBufferPointer({
+            kiln_sha256_blocks($0.baseAddress!, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self) + start, blocks)
+        }) != 0 {
+            start += blocks * 64
+        }
         while bytes.count - start >= 64 {
             compress(bytes.baseAddress! + start)
             start += 64
@@ -69,6 +77,22 @@ public struct SHA256: Sendable {
         tail.withUnsafeBytes { update($0) }
         length = savedLength
         return state.flatMap { v in (0 ..< 4).map { UInt8(truncatingIfNeeded: v >> (24 - 8 * UInt32($0))) } }
+    }
+
+    /// Whether whole blocks run on the CPU's SHA instructions.
+    public static var usesHardware: Bool { kiln_sha256_hardware() != 0 }
+
+    /// The digest of `bytes` by the portable Swift code alone (for tests of the hardware path).
+    public static func portableHash(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        var h = SHA256()
+        h.length = UInt64(bytes.count)
+        var start = 0
+        while bytes.count - start >= 64 {
+            h.compress(bytes.baseAddress! + start)
+            start += 64
+        }
+        h.buffer = Array(bytes[start...])
+        return h.finalize()
     }
 
     private mutating func compress(_ p: UnsafeRawPointer) {

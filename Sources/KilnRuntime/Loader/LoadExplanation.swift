@@ -1,3 +1,4 @@
+import Foundation
 import KilnCompiler
 import KilnFormat
 
@@ -26,22 +27,32 @@ public struct LoadExplanation: Sendable, CustomStringConvertible {
     public var specialization: String?
     /// Problems that did not stop the load (for example a read-only cache).
     public var warnings: [String] = []
+    /// How the loaded artifact's weights were checked (`nil` for a package run by the interpreter).
+    public var verification: String?
+    /// The model name the directory was narrowed to (`nil` when it holds one model or none was given).
+    public var model: String?
+    /// The arch cap in force (`maxArchitecture`, `--max-arch`), if any.
+    public var maxArchitecture: String?
 
     /// A few lines for people.
     public var description: String {
-        var s = "host: \(host ?? "unsupported CPU")\n"
+        var s = "host: \(host ?? "unsupported CPU")\(maxArchitecture.map { " (capped at \($0))" } ?? "")\n"
+        if let model { s += "model: \(model)\n" }
         for c in candidates {
             let verdict = c.path == chosen ? "chosen" : (c.refusal.map { "refused: \($0)" } ?? "usable, not best")
             s += "  \(c.path): \(verdict)\n"
         }
         if candidates.isEmpty { s += "  no compiled artifacts\n" }
         if let package { s += "package: \(package) — \(specialization ?? "not needed")\n" }
+        if let verification { s += "verification: \(verification)\n" }
         for w in warnings { s += "warning: \(w)\n" }
         return s
     }
 }
 
-/// Picks the best artifact of a directory for this host.
+/// Picks the best artifact of a directory for this host: narrows to one model, judges every
+/// artifact cheaply (name, arch, header, plan), then verifies the usable ones best first until
+/// one passes (weights CRC-32, and `assets.json`'s size and SHA-256 when it lists the file).
 enum ArtifactSelection {
     /// `Name.<arch>.compiled` → (`Name`, `arch`), parsing from the right (arch names have no dot).
     static func parse(_ file: String) -> (name: String, arch: String)? {
@@ -51,11 +62,69 @@ enum ArtifactSelection {
         return (String(stem[..<dot]), String(stem[stem.index(after: dot)...]))
     }
 
+    /// The model names a directory holds: of its `Name.<arch>.compiled` and `Name.kiln` entries.
+    static func modelNames(_ files: [String]) -> [String] {
+        var names = Set<String>()
+        for f in files {
+            if let (name, _) = parse(f) { names.insert(name) }
+            if f.hasSuffix(".\(PackageFormat.packageExtension)") { names.insert(String(f.dropLast(PackageFormat.packageExtension.count + 1))) }
+        }
+        return names.sorted()
+    }
+
+    /// The directory's entries that belong to the model to load.
+    /// - Throws: ``RuntimeError`` when no model is named and the directory holds several, or
+    ///   the named one is not there.
+    static func files(in directory: String, model: String?) throws -> (files: [String], model: String?) {
+        let all = ((try? FileManagerShim.contents(of: directory)) ?? []).sorted()
+        let names = modelNames(all)
+        func belongs(_ f: String, _ name: String) -> Bool {
+            if let (n, _) = parse(f) { return n == name }
+            return f == "\(name).\(PackageFormat.packageExtension)"
+        }
+        if let model {
+            guard names.contains(model) else {
+                throw RuntimeError(path: directory, reason: names.isEmpty
+                    ? "holds no model '\(model)' (no compiled artifact or package at all)"
+                    : "holds no model '\(model)'; it holds \(names.map { "'\($0)'" }.joined(separator: ", "))")
+            }
+            return (all.filter { belongs($0, model) }, model)
+        }
+        guard names.count <= 1 else {
+            throw RuntimeError(path: directory, reason: "holds \(names.count) models (\(names.map { "'\($0)'" }.joined(separator: ", "))); choose one with --model NAME (ModelLoadOptions.model)")
+        }
+        // Files whose name does not parse are still judged (and refused) for the report.
+        return (all, nil)
+    }
+
+    /// `assets.json`'s entries by file name, when the directory has a readable one.
+    static func manifest(in directory: String, warnings: inout [String]) -> [String: (sha256: String?, bytes: Int?)] {
+        let path = "\(directory)/assets.json"
+        guard FileManagerShim.exists(path) else { return [:] }
+        guard let data = FileManager.default.contents(atPath: path),
+              let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
+              let artifacts = root["artifacts"] as? [[String: Any]] else {
+            warnings.append("\(path): not a Kiln assets manifest (no 'artifacts' list); its digests were not checked")
+            return [:]
+        }
+        var out: [String: (sha256: String?, bytes: Int?)] = [:]
+        for a in artifacts {
+            guard let file = a["file"] as? String else { continue }
+            let digest = (a["sha256"] as? String).flatMap { $0.count == 64 && $0.allSatisfy(\.isHexDigit) ? $0 : nil }
+            out[file] = (digest, a["bytes"] as? Int)
+        }
+        return out
+    }
+
     /// Judges every artifact in `directory`; returns the explanation and the chosen artifact.
-    static func select(in directory: String, runtimeVersion: RuntimeVersion) -> (LoadExplanation, CompiledArtifact?) {
+    static func select(in directory: String, runtimeVersion: RuntimeVersion, model: String?, host: Architecture?,
+                       verifier: ArtifactVerifier) throws -> (LoadExplanation, CompiledArtifact?) {
         var explanation = LoadExplanation(host: Architecture.host?.name)
-        let files = ((try? FileManagerShim.contents(of: directory)) ?? []).sorted()
-        var usable: [(Architecture, String, CompiledArtifact)] = []
+        let (files, name) = try self.files(in: directory, model: model)
+        explanation.model = name
+        if let host, host != Architecture.host { explanation.maxArchitecture = host.name }
+        let listed = manifest(in: directory, warnings: &explanation.warnings)
+        var usable: [(Architecture, String, CompiledArtifact, String)] = []
         for file in files where file.hasSuffix(".\(CompiledFormat.fileExtension)") {
             let path = "\(directory)/\(file)"
             guard let (_, archName) = parse(file) else {
@@ -63,13 +132,45 @@ enum ArtifactSelection {
                 continue
             }
             var candidate = LoadExplanation.Candidate(path: path, arch: archName, refusal: nil)
-            if let refusal = judge(path, archName, runtimeVersion: runtimeVersion, into: &usable) { candidate.refusal = refusal }
+            switch judge(path, archName, runtimeVersion: runtimeVersion, host: host) {
+            case .failure(let refusal): candidate.refusal = refusal.reason
+            case .success(let (arch, artifact)): usable.append((arch, path, artifact, file))
+            }
             explanation.candidates.append(candidate)
         }
-        guard let best = usable.max(by: { $0.0.level < $1.0.level }) else { return (explanation, nil) }
-        explanation.chosen = best.1
+        // Verify best first; a damaged artifact is refused and the next one tried.
+        usable.sort { ($0.0.level, $1.1) > ($1.0.level, $0.1) }
+        var chosen: CompiledArtifact?
+        var rank: [String: Int] = [:]
+        for (i, (_, path, artifact, file)) in usable.enumerated() {
+            if chosen != nil {
+                // Not verified: it runs only if the chosen one is removed.
+                rank[path] = usable.count - i
+                continue
+            }
+            var refusal: String?
+            do {
+                if let entry = listed[file], let digest = entry.sha256 {
+                    explanation.verification = try verifier.verifyListed(artifact, path: path, sha256: digest, bytes: entry.bytes)
+                } else {
+                    explanation.verification = try verifier.verify(artifact, path: path)
+                }
+            } catch let e as PackageError {
+                refusal = e.field.map { "\($0): \(e.reason)" } ?? e.reason
+            } catch let e as Refusal {
+                refusal = e.reason
+            } catch {
+                refusal = "\(error)"
+            }
+            if let refusal, let k = explanation.candidates.firstIndex(where: { $0.path == path }) {
+                explanation.candidates[k].refusal = refusal
+                continue
+            }
+            rank[path] = usable.count - i
+            chosen = artifact
+            explanation.chosen = path
+        }
         // Usable ones first, best first; then refused ones in name order.
-        let rank = Dictionary(usable.map { ($0.1, $0.0.level) }, uniquingKeysWith: max)
         explanation.candidates.sort { a, b in
             switch (rank[a.path], rank[b.path]) {
             case let (x?, y?): return x > y
@@ -78,28 +179,35 @@ enum ArtifactSelection {
             default: return a.path < b.path
             }
         }
-        return (explanation, best.2)
+        return (explanation, chosen)
     }
 
+    struct Refusal: Error { var reason: String }
+
+    /// Everything but the weights: name, arch, host, header, plan.
     static func judge(_ path: String, _ archName: String, runtimeVersion: RuntimeVersion,
-                      into usable: inout [(Architecture, String, CompiledArtifact)]) -> String? {
-        guard let arch = Architecture.named(archName) else { return "unknown architecture '\(archName)'" }
-        guard let host = Architecture.host else { return "this CPU has no Kiln architecture" }
-        guard arch.family == host.family else { return "for the \(arch.family) family; this host is \(host.family)" }
-        guard arch.isRunnableOnHost else { return "needs \(arch.name) features this CPU or its OS lacks (host: \(host.name))" }
+                      host: Architecture?) -> Result<(Architecture, CompiledArtifact), Refusal> {
+        guard let arch = Architecture.named(archName) else { return .failure(.init(reason: "unknown architecture '\(archName)'")) }
+        guard let host else { return .failure(.init(reason: "this CPU has no Kiln architecture")) }
+        guard arch.family == host.family else { return .failure(.init(reason: "for the \(arch.family) family; this host is \(host.family)")) }
+        guard arch.isRunnableOnHost else {
+            return .failure(.init(reason: "needs \(arch.name) features this CPU or its OS lacks (host: \(Architecture.host?.name ?? host.name))"))
+        }
+        guard arch.level <= host.level else { return .failure(.init(reason: "above the arch cap \(host.name)")) }
         let artifact: CompiledArtifact
         do {
             artifact = try CompiledArtifact.read(at: path)
         } catch let e as PackageError {
-            return e.field.map { "\($0): \(e.reason)" } ?? e.reason
+            return .failure(.init(reason: e.field.map { "\($0): \(e.reason)" } ?? e.reason))
         } catch {
-            return "\(error)"
+            return .failure(.init(reason: "\(error)"))
         }
-        guard artifact.header.arch == arch.name else { return "header says '\(artifact.header.arch)', the name says '\(arch.name)'" }
+        guard artifact.header.arch == arch.name else {
+            return .failure(.init(reason: "header says '\(artifact.header.arch)', the name says '\(arch.name)'"))
+        }
         guard artifact.header.minimumRuntime <= runtimeVersion else {
-            return "needs runtime \(artifact.header.minimumRuntime) or newer; this is \(runtimeVersion)"
+            return .failure(.init(reason: "needs runtime \(artifact.header.minimumRuntime) or newer; this is \(runtimeVersion)"))
         }
-        usable.append((arch, path, artifact))
-        return nil
+        return .success((arch, artifact))
     }
 }

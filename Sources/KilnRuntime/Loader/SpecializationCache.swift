@@ -15,6 +15,10 @@ public struct SpecializationOptions: Sendable {
     /// Run every input shape through one generic plan instead of a plan per concrete
     /// input-shape signature. Does not change the artifact.
     public var expectFrequentReshapes = false
+    /// Specialize for the host's best arch at or below this one (see ``ModelLoadOptions/maxArchitecture``).
+    public var maxArchitecture: String? = nil
+    /// Verify a cached artifact's weights before using it (remembered per unchanged file; default `true`).
+    public var verifyChecksums = true
 
     /// Creates options with the defaults.
     public init() {}
@@ -65,8 +69,11 @@ public final class SpecializationCache: Sendable {
         public var source: String
     }
 
-    /// The cache directory.
+    /// The cache directory: evictable entries, locks and the verified-file memo.
     public let directory: String
+    /// Where persistent entries live (`$XDG_DATA_HOME/kiln` by default: Linux treats
+    /// `~/.cache` as disposable; the same as ``directory`` when one is given).
+    public let persistentDirectory: String
     /// Size cap of evictable entries.
     public let maxBytes: Int
     /// The runtime version keys and bookmarks are made for (injectable for tests).
@@ -74,27 +81,44 @@ public final class SpecializationCache: Sendable {
 
     /// `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`.
     public static var defaultDirectory: String {
-        if let x = ProcessInfo.processInfo.environment["XDG_CACHE_HOME"], !x.isEmpty { return "\(x)/kiln" }
+        if let x = ProcessInfo.processInfo.environment["XDG_CACHE_HOME"], x.hasPrefix("/") { return "\(x)/kiln" }
         return "\(NSHomeDirectory())/.cache/kiln"
     }
 
+    /// `$XDG_DATA_HOME/kiln`, else `~/.local/share/kiln`: where persistent entries live by default.
+    public static var defaultPersistentDirectory: String {
+        if let x = ProcessInfo.processInfo.environment["XDG_DATA_HOME"], x.hasPrefix("/") { return "\(x)/kiln" }
+        return "\(NSHomeDirectory())/.local/share/kiln"
+    }
+
     /// A cache.
+    ///
+    /// A directory shared by a group of users works when it is setgid (`chmod g+s`): entries,
+    /// locks and memo records made in it are group-writable, so another member reuses them.
     /// - Parameters:
-    ///   - directory: Its directory (default ``defaultDirectory``); share one between programs by choosing it.
+    ///   - directory: Its directory (default ``defaultDirectory``); share one between programs by
+    ///     choosing it. When given, persistent entries live in it too.
+    ///   - persistentDirectory: Where persistent entries live (default: `directory` when that is
+    ///     given, else ``defaultPersistentDirectory``).
     ///   - maxBytes: Size cap of evictable entries (default 2 GiB).
     ///   - runtimeVersion: The runtime version (default: this build's).
-    public init(directory: String? = nil, maxBytes: Int = 2 << 30, runtimeVersion: RuntimeVersion = CompiledFormat.runtimeVersion) {
+    public init(directory: String? = nil, persistentDirectory: String? = nil, maxBytes: Int = 2 << 30,
+                runtimeVersion: RuntimeVersion = CompiledFormat.runtimeVersion) {
         self.directory = directory ?? SpecializationCache.defaultDirectory
+        self.persistentDirectory = persistentDirectory ?? directory ?? SpecializationCache.defaultPersistentDirectory
         self.maxBytes = maxBytes
         self.runtimeVersion = runtimeVersion
     }
 
-    func folder(_ p: Policy) -> String { "\(directory)/\(p.rawValue)" }
+    func root(_ p: Policy) -> String { p == .persistent ? persistentDirectory : directory }
+    func folder(_ p: Policy) -> String { "\(root(p))/\(p.rawValue)" }
     func artifactPath(_ key: String, _ p: Policy) -> String { "\(folder(p))/\(key).\(CompiledFormat.fileExtension)" }
 
     /// The cache key of a package for this host and runtime.
-    func key(forPackageAt path: String) throws -> (key: String, arch: Architecture, digest: [UInt8]) {
-        guard let arch = Architecture.host else { throw RuntimeError(path: path, reason: "this CPU has no Kiln architecture to specialize for") }
+    func key(forPackageAt path: String, maxArchitecture: String? = nil) throws -> (key: String, arch: Architecture, digest: [UInt8]) {
+        guard Architecture.host != nil else { throw RuntimeError(path: path, reason: "this CPU has no Kiln architecture to specialize for") }
+        let arch: Architecture
+        do { arch = try Architecture.host(cappedAt: maxArchitecture) } catch { throw RuntimeError(path: path, reason: "--max-arch: \(error)") }
         let digest = try PackageReader.manifestDigest(ofPackageAt: path)
         var h = SHA256()
         let text = "kiln-specialization;runtime=\(runtimeVersion);arch=\(arch.name);options=\(SHA256.hex(Compiler.Options(arch: arch).digest));package=\(SHA256.hex(digest))"
@@ -109,7 +133,7 @@ public final class SpecializationCache: Sendable {
     /// - Returns: The model, or `nil` when nothing valid is cached.
     /// - Throws: ``PackageError`` when the package cannot be read.
     public func model(for url: URL, options: SpecializationOptions = .default) async throws -> Model? {
-        let (key, _, _) = try key(forPackageAt: url.path)
+        let (key, _, _) = try key(forPackageAt: url.path, maxArchitecture: options.maxArchitecture)
         return try cached(key, package: url.path, options: options)?.0
     }
 
@@ -118,12 +142,15 @@ public final class SpecializationCache: Sendable {
             let path = artifactPath(key, p)
             guard FileManagerShim.exists(path) else { continue }
             do {
-                // Cached entries are checked whole: a corrupt one is removed and rebuilt.
-                let artifact = try CompiledArtifact.read(at: path, verifyWeights: true)
+                // Cached entries are checked whole (weights once per unchanged file): a corrupt
+                // one is removed and rebuilt.
+                let artifact = try CompiledArtifact.read(at: path)
+                let verification = try ArtifactVerifier(enabled: options.verifyChecksums, cacheDirectory: directory).verify(artifact, path: path)
                 utimes(path, nil)
                 var explanation = LoadExplanation(host: Architecture.host?.name)
                 explanation.package = package
                 explanation.chosen = path
+                explanation.verification = verification
                 explanation.specialization = note ?? "cache hit (\(path))"
                 var load = ModelLoadOptions()
                 load.threads = options.threads
@@ -145,16 +172,15 @@ public final class SpecializationCache: Sendable {
     /// - Throws: ``PackageError`` for a malformed package, ``CompileError`` when it cannot be compiled.
     public func specialize(contentsOf url: URL, options: SpecializationOptions = .default) async throws -> Model {
         let path = url.path
-        let (key, arch, _) = try key(forPackageAt: path)
+        let (key, arch, _) = try key(forPackageAt: path, maxArchitecture: options.maxArchitecture)
         if let (model, _) = try cached(key, package: path, options: options) { return model }
         var warnings: [String] = []
         var lockFD: Int32 = -1
-        do {
-            try FileManager.default.createDirectory(atPath: folder(options.policy), withIntermediateDirectories: true)
-            try FileManager.default.createDirectory(atPath: "\(directory)/locks", withIntermediateDirectories: true)
-            lockFD = open("\(directory)/locks/\(key).lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        } catch {
-            warnings.append("cache directory \(directory) is not writable; specializing in memory")
+        if SharedDirectory.make(folder(options.policy)), SharedDirectory.make("\(directory)/locks") {
+            lockFD = open("\(directory)/locks/\(key).lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o664)
+            if lockFD >= 0 { SharedDirectory.share(fd: lockFD, in: "\(directory)/locks") }
+        } else {
+            warnings.append("cache directory \(root(options.policy)) is not writable; specializing in memory")
         }
         defer { if lockFD >= 0 { flock(lockFD, LOCK_UN); close(lockFD) } }
         if lockFD >= 0 {
@@ -175,9 +201,11 @@ public final class SpecializationCache: Sendable {
             let target = artifactPath(key, options.policy)
             do {
                 try AtomicFile.write(chunks, to: target)
+                SharedDirectory.share(path: target, in: folder(options.policy))
                 let record: [String: String] = ["source": path, "arch": arch.name, "runtime": runtimeVersion.description]
                 let json = try JSONSerialization.data(withJSONObject: record, options: [.sortedKeys])
                 try AtomicFile.write([Array(json)], to: "\(folder(options.policy))/\(key).json")
+                SharedDirectory.share(path: "\(folder(options.policy))/\(key).json", in: folder(options.policy))
                 if options.policy == .evictable { prune(maxBytes: maxBytes, keeping: key) }
                 if let (model, _) = try cached(key, package: path, options: options,
                                                note: "specialized for \(arch.name) and cached (\(target))") {
@@ -199,7 +227,7 @@ public final class SpecializationCache: Sendable {
     }
 
     func bookmark(_ key: String, _ p: Policy) -> Data {
-        let record: [String: String] = ["kiln-bookmark": "1", "key": key, "policy": p.rawValue, "directory": directory,
+        let record: [String: String] = ["kiln-bookmark": "1", "key": key, "policy": p.rawValue, "directory": root(p),
                                         "runtime": runtimeVersion.description]
         return (try? JSONSerialization.data(withJSONObject: record, options: [.sortedKeys])) ?? Data()
     }
@@ -222,12 +250,21 @@ public final class SpecializationCache: Sendable {
         }
         let dir = record["directory"] ?? directory
         let path = "\(dir)/\(policy.rawValue)/\(key).\(CompiledFormat.fileExtension)"
-        guard FileManagerShim.exists(path), let artifact = try? CompiledArtifact.read(at: path, verifyWeights: true) else {
+        guard FileManagerShim.exists(path) else {
             throw SpecializationCacheError(kind: .notFound, reason: "the specialized model was evicted or removed (\(path))")
+        }
+        let artifact: CompiledArtifact
+        let verification: String
+        do {
+            artifact = try CompiledArtifact.read(at: path)
+            verification = try ArtifactVerifier(enabled: options.verifyChecksums, cacheDirectory: options.rememberVerifiedFiles ? directory : nil).verify(artifact, path: path)
+        } catch {
+            throw SpecializationCacheError(kind: .notFound, reason: "the specialized model is damaged (\(error)); specialize again")
         }
         utimes(path, nil)
         var explanation = LoadExplanation(host: Architecture.host?.name)
         explanation.chosen = path
+        explanation.verification = verification
         explanation.specialization = "reopened from a bookmark"
         return Model(backend: .compiled(artifact), url: URL(fileURLWithPath: path), options: options, explanation: explanation, bookmark: data)
     }
