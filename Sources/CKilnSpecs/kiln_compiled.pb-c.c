@@ -52,6 +52,231 @@ void   kiln__compiled__plan__free_unpacked
   assert(message->base.descriptor == &kiln__compiled__plan__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kiln__compiled__source_summary__init
+                     (Kiln__Compiled__SourceSummary         *message)
+{
+  static const Kiln__Compiled__SourceSummary init_value = KILN__COMPILED__SOURCE_SUMMARY__INIT;
+  *message = init_value;
+}
+size_t kiln__compiled__source_summary__get_packed_size
+                     (const Kiln__Compiled__SourceSummary *message)
+{
+  assert(message->base.descriptor == &kiln__compiled__source_summary__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kiln__compiled__source_summary__pack
+                     (const Kiln__Compiled__SourceSummary *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kiln__compiled__source_summary__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kiln__compiled__source_summary__pack_to_buffer
+                     (const Kiln__Compiled__SourceSummary *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kiln__compiled__source_summary__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kiln__Compiled__SourceSummary *
+       kiln__compiled__source_summary__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kiln__Compiled__SourceSummary *)
+     protobuf_c_message_unpack (&kiln__compiled__source_summary__descriptor,
+                                allocator, len, data);
+}
+void   kiln__compiled__source_summary__free_unpacked
+                     (Kiln__Compiled__SourceSummary *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kiln__compiled__source_summary__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kiln__compiled__storage_summary__init
+                     (Kiln__Compiled__StorageSummary         *message)
+{
+  static const Kiln__Compiled__StorageSummary init_value = KILN__COMPILED__STORAGE_SUMMARY__INIT;
+  *message = init_value;
+}
+size_t kiln__compiled__storage_summary__get_packed_size
+                     (const Kiln__Compiled__StorageSummary *message)
+{
+  assert(message->base.descriptor == &kiln__compiled__storage_summary__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kiln__compiled__storage_summary__pack
+                     (const Kiln__Compiled__StorageSummary *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kiln__compiled__storage_summary__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kiln__compiled__storage_summary__pack_to_buffer
+                     (const Kiln__Compiled__StorageSummary *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kiln__compiled__storage_summary__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kiln__Compiled__StorageSummary *
+       kiln__compiled__storage_summary__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kiln__Compiled__StorageSummary *)
+     protobuf_c_message_unpack (&kiln__compiled__storage_summary__descriptor,
+                                allocator, len, data);
+}
+void   kiln__compiled__storage_summary__free_unpacked
+                     (Kiln__Compiled__StorageSummary *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kiln__compiled__storage_summary__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kiln__compiled__op_count__init
+                     (Kiln__Compiled__OpCount         *message)
+{
+  static const Kiln__Compiled__OpCount init_value = KILN__COMPILED__OP_COUNT__INIT;
+  *message = init_value;
+}
+size_t kiln__compiled__op_count__get_packed_size
+                     (const Kiln__Compiled__OpCount *message)
+{
+  assert(message->base.descriptor == &kiln__compiled__op_count__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kiln__compiled__op_count__pack
+                     (const Kiln__Compiled__OpCount *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kiln__compiled__op_count__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kiln__compiled__op_count__pack_to_buffer
+                     (const Kiln__Compiled__OpCount *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kiln__compiled__op_count__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kiln__Compiled__OpCount *
+       kiln__compiled__op_count__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kiln__Compiled__OpCount *)
+     protobuf_c_message_unpack (&kiln__compiled__op_count__descriptor,
+                                allocator, len, data);
+}
+void   kiln__compiled__op_count__free_unpacked
+                     (Kiln__Compiled__OpCount *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kiln__compiled__op_count__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kiln__compiled__function_summary__init
+                     (Kiln__Compiled__FunctionSummary         *message)
+{
+  static const Kiln__Compiled__FunctionSummary init_value = KILN__COMPILED__FUNCTION_SUMMARY__INIT;
+  *message = init_value;
+}
+size_t kiln__compiled__function_summary__get_packed_size
+                     (const Kiln__Compiled__FunctionSummary *message)
+{
+  assert(message->base.descriptor == &kiln__compiled__function_summary__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kiln__compiled__function_summary__pack
+                     (const Kiln__Compiled__FunctionSummary *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kiln__compiled__function_summary__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kiln__compiled__function_summary__pack_to_buffer
+                     (const Kiln__Compiled__FunctionSummary *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kiln__compiled__function_summary__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kiln__Compiled__FunctionSummary *
+       kiln__compiled__function_summary__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kiln__Compiled__FunctionSummary *)
+     protobuf_c_message_unpack (&kiln__compiled__function_summary__descriptor,
+                                allocator, len, data);
+}
+void   kiln__compiled__function_summary__free_unpacked
+                     (Kiln__Compiled__FunctionSummary *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kiln__compiled__function_summary__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kiln__compiled__weight_summary__init
+                     (Kiln__Compiled__WeightSummary         *message)
+{
+  static const Kiln__Compiled__WeightSummary init_value = KILN__COMPILED__WEIGHT_SUMMARY__INIT;
+  *message = init_value;
+}
+size_t kiln__compiled__weight_summary__get_packed_size
+                     (const Kiln__Compiled__WeightSummary *message)
+{
+  assert(message->base.descriptor == &kiln__compiled__weight_summary__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kiln__compiled__weight_summary__pack
+                     (const Kiln__Compiled__WeightSummary *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kiln__compiled__weight_summary__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kiln__compiled__weight_summary__pack_to_buffer
+                     (const Kiln__Compiled__WeightSummary *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kiln__compiled__weight_summary__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kiln__Compiled__WeightSummary *
+       kiln__compiled__weight_summary__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kiln__Compiled__WeightSummary *)
+     protobuf_c_message_unpack (&kiln__compiled__weight_summary__descriptor,
+                                allocator, len, data);
+}
+void   kiln__compiled__weight_summary__free_unpacked
+                     (Kiln__Compiled__WeightSummary *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kiln__compiled__weight_summary__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   kiln__compiled__function_plan__init
                      (Kiln__Compiled__FunctionPlan         *message)
 {
@@ -232,7 +457,7 @@ void   kiln__compiled__lifetime__free_unpacked
   assert(message->base.descriptor == &kiln__compiled__lifetime__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor kiln__compiled__plan__field_descriptors[3] =
+static const ProtobufCFieldDescriptor kiln__compiled__plan__field_descriptors[4] =
 {
   {
     "model",
@@ -270,16 +495,29 @@ static const ProtobufCFieldDescriptor kiln__compiled__plan__field_descriptors[3]
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "source",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__Plan, source),
+    &kiln__compiled__source_summary__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kiln__compiled__plan__field_indices_by_name[] = {
   2,   /* field[2] = arch */
   1,   /* field[1] = functions */
   0,   /* field[0] = model */
+  3,   /* field[3] = source */
 };
 static const ProtobufCIntRange kiln__compiled__plan__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor kiln__compiled__plan__descriptor =
 {
@@ -289,11 +527,422 @@ const ProtobufCMessageDescriptor kiln__compiled__plan__descriptor =
   "Kiln__Compiled__Plan",
   "kiln.compiled",
   sizeof(Kiln__Compiled__Plan),
-  3,
+  4,
   kiln__compiled__plan__field_descriptors,
   kiln__compiled__plan__field_indices_by_name,
   1,  kiln__compiled__plan__number_ranges,
   (ProtobufCMessageInit) kiln__compiled__plan__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kiln__compiled__source_summary__field_descriptors[7] =
+{
+  {
+    "format_version",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__SourceSummary, format_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "parameter_count",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__SourceSummary, parameter_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "compute_precision",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__SourceSummary, compute_precision),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "storage",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kiln__Compiled__SourceSummary, n_storage),
+    offsetof(Kiln__Compiled__SourceSummary, storage),
+    &kiln__compiled__storage_summary__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "operations",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kiln__Compiled__SourceSummary, n_operations),
+    offsetof(Kiln__Compiled__SourceSummary, operations),
+    &kiln__compiled__op_count__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "functions",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kiln__Compiled__SourceSummary, n_functions),
+    offsetof(Kiln__Compiled__SourceSummary, functions),
+    &kiln__compiled__function_summary__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "weights",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kiln__Compiled__SourceSummary, n_weights),
+    offsetof(Kiln__Compiled__SourceSummary, weights),
+    &kiln__compiled__weight_summary__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kiln__compiled__source_summary__field_indices_by_name[] = {
+  2,   /* field[2] = compute_precision */
+  0,   /* field[0] = format_version */
+  5,   /* field[5] = functions */
+  4,   /* field[4] = operations */
+  1,   /* field[1] = parameter_count */
+  3,   /* field[3] = storage */
+  6,   /* field[6] = weights */
+};
+static const ProtobufCIntRange kiln__compiled__source_summary__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor kiln__compiled__source_summary__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kiln.compiled.SourceSummary",
+  "SourceSummary",
+  "Kiln__Compiled__SourceSummary",
+  "kiln.compiled",
+  sizeof(Kiln__Compiled__SourceSummary),
+  7,
+  kiln__compiled__source_summary__field_descriptors,
+  kiln__compiled__source_summary__field_indices_by_name,
+  1,  kiln__compiled__source_summary__number_ranges,
+  (ProtobufCMessageInit) kiln__compiled__source_summary__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kiln__compiled__storage_summary__field_descriptors[4] =
+{
+  {
+    "storage",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__StorageSummary, storage),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "weights",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__StorageSummary, weights),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "parameters",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__StorageSummary, parameters),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__StorageSummary, bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kiln__compiled__storage_summary__field_indices_by_name[] = {
+  3,   /* field[3] = bytes */
+  2,   /* field[2] = parameters */
+  0,   /* field[0] = storage */
+  1,   /* field[1] = weights */
+};
+static const ProtobufCIntRange kiln__compiled__storage_summary__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor kiln__compiled__storage_summary__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kiln.compiled.StorageSummary",
+  "StorageSummary",
+  "Kiln__Compiled__StorageSummary",
+  "kiln.compiled",
+  sizeof(Kiln__Compiled__StorageSummary),
+  4,
+  kiln__compiled__storage_summary__field_descriptors,
+  kiln__compiled__storage_summary__field_indices_by_name,
+  1,  kiln__compiled__storage_summary__number_ranges,
+  (ProtobufCMessageInit) kiln__compiled__storage_summary__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kiln__compiled__op_count__field_descriptors[2] =
+{
+  {
+    "op_type",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__OpCount, op_type),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "count",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__OpCount, count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kiln__compiled__op_count__field_indices_by_name[] = {
+  1,   /* field[1] = count */
+  0,   /* field[0] = op_type */
+};
+static const ProtobufCIntRange kiln__compiled__op_count__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor kiln__compiled__op_count__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kiln.compiled.OpCount",
+  "OpCount",
+  "Kiln__Compiled__OpCount",
+  "kiln.compiled",
+  sizeof(Kiln__Compiled__OpCount),
+  2,
+  kiln__compiled__op_count__field_descriptors,
+  kiln__compiled__op_count__field_indices_by_name,
+  1,  kiln__compiled__op_count__number_ranges,
+  (ProtobufCMessageInit) kiln__compiled__op_count__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kiln__compiled__function_summary__field_descriptors[2] =
+{
+  {
+    "name",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__FunctionSummary, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "operation_count",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__FunctionSummary, operation_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kiln__compiled__function_summary__field_indices_by_name[] = {
+  0,   /* field[0] = name */
+  1,   /* field[1] = operation_count */
+};
+static const ProtobufCIntRange kiln__compiled__function_summary__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor kiln__compiled__function_summary__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kiln.compiled.FunctionSummary",
+  "FunctionSummary",
+  "Kiln__Compiled__FunctionSummary",
+  "kiln.compiled",
+  sizeof(Kiln__Compiled__FunctionSummary),
+  2,
+  kiln__compiled__function_summary__field_descriptors,
+  kiln__compiled__function_summary__field_indices_by_name,
+  1,  kiln__compiled__function_summary__number_ranges,
+  (ProtobufCMessageInit) kiln__compiled__function_summary__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kiln__compiled__weight_summary__field_descriptors[7] =
+{
+  {
+    "name",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__WeightSummary, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "dtype",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__WeightSummary, dtype),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "shape",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Kiln__Compiled__WeightSummary, n_shape),
+    offsetof(Kiln__Compiled__WeightSummary, shape),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "encoding",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__WeightSummary, encoding),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "storage",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__WeightSummary, storage),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "parameters",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__WeightSummary, parameters),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__WeightSummary, bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kiln__compiled__weight_summary__field_indices_by_name[] = {
+  6,   /* field[6] = bytes */
+  1,   /* field[1] = dtype */
+  3,   /* field[3] = encoding */
+  0,   /* field[0] = name */
+  5,   /* field[5] = parameters */
+  2,   /* field[2] = shape */
+  4,   /* field[4] = storage */
+};
+static const ProtobufCIntRange kiln__compiled__weight_summary__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor kiln__compiled__weight_summary__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kiln.compiled.WeightSummary",
+  "WeightSummary",
+  "Kiln__Compiled__WeightSummary",
+  "kiln.compiled",
+  sizeof(Kiln__Compiled__WeightSummary),
+  7,
+  kiln__compiled__weight_summary__field_descriptors,
+  kiln__compiled__weight_summary__field_indices_by_name,
+  1,  kiln__compiled__weight_summary__number_ranges,
+  (ProtobufCMessageInit) kiln__compiled__weight_summary__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor kiln__compiled__function_plan__field_descriptors[7] =

@@ -57,7 +57,8 @@ public enum Compiler {
         }
         var unit = CompilationUnit(model: model, arch: options.arch)
         for name in options.pipeline { try passes[name]!.apply(to: &unit) }
-        let plan = try MemoryPlanning.plan(unit)
+        var plan = try MemoryPlanning.plan(unit)
+        plan.source = SourceSummary(model)
         let header = ArtifactHeader(arch: options.arch.name, minimumRuntime: options.minimumRuntime,
                                     compilerVersion: CompiledFormat.compilerVersion, sourceDigest: sourceDigest,
                                     optionsDigest: options.digest)

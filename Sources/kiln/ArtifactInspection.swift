@@ -44,50 +44,57 @@ enum ArtifactInspection {
         }
     }
 
-    static func text(_ a: CompiledArtifact, path: String) -> String {
+    /// The artifact-only rows: header, digests, plan and weight bytes, and per function its
+    /// arena, steps by kernel and the steps the reference interpreter runs.
+    static func text(_ a: CompiledArtifact, path: String, weightsIntact: Bool?) -> String {
         let h = a.header
-        var s = "\(a.plan.model.metadata.name.isEmpty ? path : a.plan.model.metadata.name)\n"
         let rows: [(String, String)] = [
             ("path", path), ("format", "Kiln compiled artifact, format version \(h.formatVersion)"),
             ("arch", h.arch), ("minimum runtime", h.minimumRuntime.description), ("compiler", h.compilerVersion),
             ("source digest", SHA256.hex(h.sourceDigest)), ("options digest", SHA256.hex(h.optionsDigest)),
+            ("header CRC-32", hex8(a.headerChecksum)),
+            ("weights CRC-32", hex8(a.weightsChecksum) + (weightsIntact.map { $0 ? " (verified)" : " (MISMATCH: the weights are damaged)" } ?? "")),
             ("plan", "\(grouped(a.planBytes)) bytes"),
             ("weights", "\(a.plan.model.weights.count) blobs, \(grouped(a.weightBytes)) bytes (\(humanBytes(a.weightBytes)))"),
         ]
-        s += table(rows)
+        var s = table(rows)
         let functions = summaries(a)
-        s += "\nFunctions (\(functions.count))\n"
+        s += "  plans\n"
         for f in functions {
-            s += "  \(f.name)\n    inputs\n"
-            for i in f.inputs { s += "      \(i.name)  \(i.type)\n" }
-            s += "    outputs\n"
-            for o in f.outputs { s += "      \(o.name)  \(o.type)\n" }
+            s += "    \(f.name)\n"
             let note = f.symbols.isEmpty ? "" : " (with \(f.symbols.joined(separator: ", ")) = 1)"
-            s += "    arena  \(grouped(f.arenaBytes)) bytes\(note)\n"
-            s += "    steps  \(f.steps)\n"
-            for (k, n) in f.kernels { s += "      \(k)  \(n)\n" }
+            s += "      arena  \(grouped(f.arenaBytes)) bytes\(note)\n"
+            s += "      steps  \(f.steps)\n"
+            for (k, n) in f.kernels { s += "        \(k)  \(n)\n" }
             let reference = f.stepKernels.filter { $0.kernel == "reference" }
             if !reference.isEmpty {
-                s += "    run by the reference interpreter\n"
-                for r in reference { s += "      \(r.op)  (\(r.opType))\n" }
+                s += "      run by the reference interpreter\n"
+                for r in reference { s += "        \(r.op)  (\(r.opType))\n" }
             }
         }
         return s
     }
 
-    static func json(_ a: CompiledArtifact, path: String) -> JSON {
+    static func hex8(_ v: UInt32) -> String {
+        let h = String(v, radix: 16)
+        return String(repeating: "0", count: 8 - h.count) + h
+    }
+
+    static func json(_ a: CompiledArtifact, path: String, weightsIntact: Bool?) -> JSON {
         let h = a.header
         return .object([
-            ("path", .string(path)), ("kind", .string("compiled")), ("name", .string(a.plan.model.metadata.name)),
+            ("path", .string(path)),
             ("formatVersion", .int(h.formatVersion)), ("arch", .string(h.arch)),
             ("minimumRuntimeVersion", .string(h.minimumRuntime.description)), ("compilerVersion", .string(h.compilerVersion)),
-            ("sourceDigest", .string(SHA256.hex(h.sourceDigest))), ("optionsDigest", .string(SHA256.hex(h.optionsDigest))),
+            ("digests", .object([
+                ("source", .string(SHA256.hex(h.sourceDigest))), ("options", .string(SHA256.hex(h.optionsDigest))),
+                ("headerCRC32", .string(hex8(a.headerChecksum))), ("weightsCRC32", .string(hex8(a.weightsChecksum))),
+                ("weightsIntact", weightsIntact.map { .bool($0) } ?? .null),
+            ])),
             ("planBytes", .int(a.planBytes)), ("weightBytes", .int(a.weightBytes)),
             ("functions", .array(summaries(a).map { f in
                 .object([
                     ("name", .string(f.name)),
-                    ("inputs", .array(f.inputs.map { .object([("name", .string($0.name)), ("type", .string($0.type.description))]) })),
-                    ("outputs", .array(f.outputs.map { .object([("name", .string($0.name)), ("type", .string($0.type.description))]) })),
                     ("steps", .int(f.steps)),
                     ("kernels", .array(f.kernels.map { .object([("kernel", .string($0.0)), ("count", .int($0.1))]) })),
                     ("stepKernels", .array(f.stepKernels.map {

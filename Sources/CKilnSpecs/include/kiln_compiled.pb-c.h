@@ -17,6 +17,11 @@ PROTOBUF_C__BEGIN_DECLS
 #include "kiln_model.pb-c.h"
 
 typedef struct Kiln__Compiled__Plan Kiln__Compiled__Plan;
+typedef struct Kiln__Compiled__SourceSummary Kiln__Compiled__SourceSummary;
+typedef struct Kiln__Compiled__StorageSummary Kiln__Compiled__StorageSummary;
+typedef struct Kiln__Compiled__OpCount Kiln__Compiled__OpCount;
+typedef struct Kiln__Compiled__FunctionSummary Kiln__Compiled__FunctionSummary;
+typedef struct Kiln__Compiled__WeightSummary Kiln__Compiled__WeightSummary;
 typedef struct Kiln__Compiled__FunctionPlan Kiln__Compiled__FunctionPlan;
 typedef struct Kiln__Compiled__WeightSlot Kiln__Compiled__WeightSlot;
 typedef struct Kiln__Compiled__Step Kiln__Compiled__Step;
@@ -41,10 +46,102 @@ struct  Kiln__Compiled__Plan
   size_t n_functions;
   Kiln__Compiled__FunctionPlan **functions;
   char *arch;
+  /*
+   * What the source package held, for `kiln inspect` (absent from artifacts of compiler 0.4.0
+   * and older; a reader that does not know the field skips it).
+   */
+  Kiln__Compiled__SourceSummary *source;
 };
 #define KILN__COMPILED__PLAN__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kiln__compiled__plan__descriptor) \
-    , NULL, 0,NULL, (char *)protobuf_c_empty_string }
+    , NULL, 0,NULL, (char *)protobuf_c_empty_string, NULL }
+
+
+/*
+ * The source package as `kiln inspect` of the package shows it.
+ */
+struct  Kiln__Compiled__SourceSummary
+{
+  ProtobufCMessage base;
+  uint32_t format_version;
+  uint64_t parameter_count;
+  char *compute_precision;
+  size_t n_storage;
+  Kiln__Compiled__StorageSummary **storage;
+  size_t n_operations;
+  Kiln__Compiled__OpCount **operations;
+  size_t n_functions;
+  Kiln__Compiled__FunctionSummary **functions;
+  size_t n_weights;
+  Kiln__Compiled__WeightSummary **weights;
+};
+#define KILN__COMPILED__SOURCE_SUMMARY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kiln__compiled__source_summary__descriptor) \
+    , 0, 0, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
+
+
+/*
+ * Weights of one storage precision.
+ */
+struct  Kiln__Compiled__StorageSummary
+{
+  ProtobufCMessage base;
+  char *storage;
+  uint64_t weights;
+  uint64_t parameters;
+  uint64_t bytes;
+};
+#define KILN__COMPILED__STORAGE_SUMMARY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kiln__compiled__storage_summary__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0 }
+
+
+/*
+ * Operations of one type.
+ */
+struct  Kiln__Compiled__OpCount
+{
+  ProtobufCMessage base;
+  char *op_type;
+  uint64_t count;
+};
+#define KILN__COMPILED__OP_COUNT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kiln__compiled__op_count__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * One function of the package.
+ */
+struct  Kiln__Compiled__FunctionSummary
+{
+  ProtobufCMessage base;
+  char *name;
+  uint64_t operation_count;
+};
+#define KILN__COMPILED__FUNCTION_SUMMARY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kiln__compiled__function_summary__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * One weight of the package, as stored there.
+ */
+struct  Kiln__Compiled__WeightSummary
+{
+  ProtobufCMessage base;
+  char *name;
+  char *dtype;
+  size_t n_shape;
+  uint64_t *shape;
+  char *encoding;
+  char *storage;
+  uint64_t parameters;
+  uint64_t bytes;
+};
+#define KILN__COMPILED__WEIGHT_SUMMARY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kiln__compiled__weight_summary__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 /*
@@ -143,6 +240,101 @@ Kiln__Compiled__Plan *
 void   kiln__compiled__plan__free_unpacked
                      (Kiln__Compiled__Plan *message,
                       ProtobufCAllocator *allocator);
+/* Kiln__Compiled__SourceSummary methods */
+void   kiln__compiled__source_summary__init
+                     (Kiln__Compiled__SourceSummary         *message);
+size_t kiln__compiled__source_summary__get_packed_size
+                     (const Kiln__Compiled__SourceSummary   *message);
+size_t kiln__compiled__source_summary__pack
+                     (const Kiln__Compiled__SourceSummary   *message,
+                      uint8_t             *out);
+size_t kiln__compiled__source_summary__pack_to_buffer
+                     (const Kiln__Compiled__SourceSummary   *message,
+                      ProtobufCBuffer     *buffer);
+Kiln__Compiled__SourceSummary *
+       kiln__compiled__source_summary__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kiln__compiled__source_summary__free_unpacked
+                     (Kiln__Compiled__SourceSummary *message,
+                      ProtobufCAllocator *allocator);
+/* Kiln__Compiled__StorageSummary methods */
+void   kiln__compiled__storage_summary__init
+                     (Kiln__Compiled__StorageSummary         *message);
+size_t kiln__compiled__storage_summary__get_packed_size
+                     (const Kiln__Compiled__StorageSummary   *message);
+size_t kiln__compiled__storage_summary__pack
+                     (const Kiln__Compiled__StorageSummary   *message,
+                      uint8_t             *out);
+size_t kiln__compiled__storage_summary__pack_to_buffer
+                     (const Kiln__Compiled__StorageSummary   *message,
+                      ProtobufCBuffer     *buffer);
+Kiln__Compiled__StorageSummary *
+       kiln__compiled__storage_summary__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kiln__compiled__storage_summary__free_unpacked
+                     (Kiln__Compiled__StorageSummary *message,
+                      ProtobufCAllocator *allocator);
+/* Kiln__Compiled__OpCount methods */
+void   kiln__compiled__op_count__init
+                     (Kiln__Compiled__OpCount         *message);
+size_t kiln__compiled__op_count__get_packed_size
+                     (const Kiln__Compiled__OpCount   *message);
+size_t kiln__compiled__op_count__pack
+                     (const Kiln__Compiled__OpCount   *message,
+                      uint8_t             *out);
+size_t kiln__compiled__op_count__pack_to_buffer
+                     (const Kiln__Compiled__OpCount   *message,
+                      ProtobufCBuffer     *buffer);
+Kiln__Compiled__OpCount *
+       kiln__compiled__op_count__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kiln__compiled__op_count__free_unpacked
+                     (Kiln__Compiled__OpCount *message,
+                      ProtobufCAllocator *allocator);
+/* Kiln__Compiled__FunctionSummary methods */
+void   kiln__compiled__function_summary__init
+                     (Kiln__Compiled__FunctionSummary         *message);
+size_t kiln__compiled__function_summary__get_packed_size
+                     (const Kiln__Compiled__FunctionSummary   *message);
+size_t kiln__compiled__function_summary__pack
+                     (const Kiln__Compiled__FunctionSummary   *message,
+                      uint8_t             *out);
+size_t kiln__compiled__function_summary__pack_to_buffer
+                     (const Kiln__Compiled__FunctionSummary   *message,
+                      ProtobufCBuffer     *buffer);
+Kiln__Compiled__FunctionSummary *
+       kiln__compiled__function_summary__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kiln__compiled__function_summary__free_unpacked
+                     (Kiln__Compiled__FunctionSummary *message,
+                      ProtobufCAllocator *allocator);
+/* Kiln__Compiled__WeightSummary methods */
+void   kiln__compiled__weight_summary__init
+                     (Kiln__Compiled__WeightSummary         *message);
+size_t kiln__compiled__weight_summary__get_packed_size
+                     (const Kiln__Compiled__WeightSummary   *message);
+size_t kiln__compiled__weight_summary__pack
+                     (const Kiln__Compiled__WeightSummary   *message,
+                      uint8_t             *out);
+size_t kiln__compiled__weight_summary__pack_to_buffer
+                     (const Kiln__Compiled__WeightSummary   *message,
+                      ProtobufCBuffer     *buffer);
+Kiln__Compiled__WeightSummary *
+       kiln__compiled__weight_summary__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kiln__compiled__weight_summary__free_unpacked
+                     (Kiln__Compiled__WeightSummary *message,
+                      ProtobufCAllocator *allocator);
 /* Kiln__Compiled__FunctionPlan methods */
 void   kiln__compiled__function_plan__init
                      (Kiln__Compiled__FunctionPlan         *message);
@@ -224,6 +416,21 @@ void   kiln__compiled__lifetime__free_unpacked
 typedef void (*Kiln__Compiled__Plan_Closure)
                  (const Kiln__Compiled__Plan *message,
                   void *closure_data);
+typedef void (*Kiln__Compiled__SourceSummary_Closure)
+                 (const Kiln__Compiled__SourceSummary *message,
+                  void *closure_data);
+typedef void (*Kiln__Compiled__StorageSummary_Closure)
+                 (const Kiln__Compiled__StorageSummary *message,
+                  void *closure_data);
+typedef void (*Kiln__Compiled__OpCount_Closure)
+                 (const Kiln__Compiled__OpCount *message,
+                  void *closure_data);
+typedef void (*Kiln__Compiled__FunctionSummary_Closure)
+                 (const Kiln__Compiled__FunctionSummary *message,
+                  void *closure_data);
+typedef void (*Kiln__Compiled__WeightSummary_Closure)
+                 (const Kiln__Compiled__WeightSummary *message,
+                  void *closure_data);
 typedef void (*Kiln__Compiled__FunctionPlan_Closure)
                  (const Kiln__Compiled__FunctionPlan *message,
                   void *closure_data);
@@ -243,6 +450,11 @@ typedef void (*Kiln__Compiled__Lifetime_Closure)
 /* --- descriptors --- */
 
 extern const ProtobufCMessageDescriptor kiln__compiled__plan__descriptor;
+extern const ProtobufCMessageDescriptor kiln__compiled__source_summary__descriptor;
+extern const ProtobufCMessageDescriptor kiln__compiled__storage_summary__descriptor;
+extern const ProtobufCMessageDescriptor kiln__compiled__op_count__descriptor;
+extern const ProtobufCMessageDescriptor kiln__compiled__function_summary__descriptor;
+extern const ProtobufCMessageDescriptor kiln__compiled__weight_summary__descriptor;
 extern const ProtobufCMessageDescriptor kiln__compiled__function_plan__descriptor;
 extern const ProtobufCMessageDescriptor kiln__compiled__weight_slot__descriptor;
 extern const ProtobufCMessageDescriptor kiln__compiled__step__descriptor;

@@ -78,7 +78,7 @@ public enum CompiledFormat {
     /// The oldest runtime that can run what this compiler emits (the first with the channels-last kernels).
     public static let oldestCompatibleRuntime = RuntimeVersion(0, 4)
     /// The compiler version of this build.
-    public static let compilerVersion = "0.4.0"
+    public static let compilerVersion = "0.5.0"
     /// The artifact file extension.
     public static let fileExtension = "compiled"
     static let magic: [UInt8] = Array("KILNART\0".utf8)
@@ -273,7 +273,7 @@ public struct CompiledArtifact: Sendable {
                 throw PackageError(field: "weights", reason: "checksum mismatch (stored \(hex(storedWeightsCRC)), computed \(hex(c))); the artifact is corrupt")
             }
         }
-        let (contents, functions, arch) = try CompiledPlanCodec.decode(planBytes)
+        let (contents, functions, arch, source) = try CompiledPlanCodec.decode(planBytes)
         guard arch == header.arch else {
             throw PackageError(field: "plan", reason: "plan is for '\(arch)', the header says '\(header.arch)'")
         }
@@ -281,7 +281,7 @@ public struct CompiledArtifact: Sendable {
         let model = try PackageReader.assemble(
             contents, weights: weights, weightsPath: "weights section", manifestPath: "plan",
             verifyChecksums: false, validateModel: false) { storage($0.lowerBound + base ..< $0.upperBound + base) }
-        let plan = CompiledPlan(model: model, functions: functions, arch: arch)
+        let plan = CompiledPlan(model: model, functions: functions, arch: arch, source: source)
         try plan.validateStructure()
         return CompiledArtifact(header: header, plan: plan, weightBytes: weightRange.count, planBytes: planRange.count,
                                 headerChecksum: bytes.loadLE(UInt32.self, at: CompiledFormat.headerSize - 4),

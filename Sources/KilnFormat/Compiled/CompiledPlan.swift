@@ -94,11 +94,16 @@ public struct CompiledPlan: Sendable {
     ///   - model: Lowered functions and packed weights.
     ///   - functions: Per-function plans.
     ///   - arch: The architecture name.
-    public init(model: PortableModel, functions: [FunctionPlan], arch: String) {
+    ///   - source: What the source package held (for inspection).
+    public init(model: PortableModel, functions: [FunctionPlan], arch: String, source: SourceSummary? = nil) {
         self.model = model
         self.functions = functions
         self.arch = arch
+        self.source = source
     }
+
+    /// What the source package held (`nil` in artifacts of compiler 0.4.0 and older).
+    public var source: SourceSummary?
 
     /// Checks every slot, step and weight reference, so the executor can index without checks.
     /// - Throws: ``PackageError`` naming the function and field.

@@ -48,13 +48,91 @@ enum CompiledPlanCodec {
             })
             return arena.make(m)
         })
+        if let source = plan.source { p.source = arena.make(encode(source, arena)) }
         var out = [UInt8](repeating: 0, count: kiln__compiled__plan__get_packed_size(&p))
         let written = out.withUnsafeMutableBufferPointer { kiln__compiled__plan__pack(&p, $0.baseAddress) }
         precondition(written == out.count, "protobuf-c packed \(written) of \(out.count) bytes")
         return out
     }
 
-    static func decode(_ bytes: UnsafeRawBufferPointer) throws -> (ManifestContents, [CompiledPlan.FunctionPlan], String) {
+    static func encode(_ s: SourceSummary, _ arena: CArena) -> Kiln__Compiled__SourceSummary {
+        var m = Kiln__Compiled__SourceSummary()
+        kiln__compiled__source_summary__init(&m)
+        m.format_version = UInt32(s.formatVersion)
+        m.parameter_count = UInt64(s.parameterCount)
+        m.compute_precision = arena.string(s.computePrecision)
+        m.n_storage = s.storage.count
+        m.storage = arena.messages(s.storage.map { x in
+            var r = Kiln__Compiled__StorageSummary()
+            kiln__compiled__storage_summary__init(&r)
+            r.storage = arena.string(x.storage)
+            r.weights = UInt64(x.weights)
+            r.parameters = UInt64(x.parameters)
+            r.bytes = UInt64(x.bytes)
+            return arena.make(r)
+        })
+        m.n_operations = s.operations.count
+        m.operations = arena.messages(s.operations.map { x in
+            var r = Kiln__Compiled__OpCount()
+            kiln__compiled__op_count__init(&r)
+            r.op_type = arena.string(x.opType)
+            r.count = UInt64(x.count)
+            return arena.make(r)
+        })
+        m.n_functions = s.functions.count
+        m.functions = arena.messages(s.functions.map { x in
+            var r = Kiln__Compiled__FunctionSummary()
+            kiln__compiled__function_summary__init(&r)
+            r.name = arena.string(x.name)
+            r.operation_count = UInt64(x.operationCount)
+            return arena.make(r)
+        })
+        m.n_weights = s.weights.count
+        m.weights = arena.messages(s.weights.map { x in
+            var r = Kiln__Compiled__WeightSummary()
+            kiln__compiled__weight_summary__init(&r)
+            r.name = arena.string(x.name)
+            r.dtype = arena.string(x.dtype)
+            r.n_shape = x.shape.count
+            r.shape = arena.array(x.shape.map { UInt64($0) })
+            r.encoding = arena.string(x.encoding)
+            r.storage = arena.string(x.storage)
+            r.parameters = UInt64(x.parameters)
+            r.bytes = UInt64(x.bytes)
+            return arena.make(r)
+        })
+        return m
+    }
+
+    static func decode(_ m: Kiln__Compiled__SourceSummary) throws -> SourceSummary {
+        func int(_ v: UInt64, _ field: String) throws -> Int {
+            guard v <= UInt64(Int.max) else { throw PackageError(field: field, reason: "\(v) is out of range") }
+            return Int(v)
+        }
+        return SourceSummary(
+            formatVersion: Int(m.format_version),
+            parameterCount: try int(m.parameter_count, "plan.source.parameter_count"),
+            computePrecision: try ManifestCodec.string(m.compute_precision, "plan.source.compute_precision"),
+            storage: try ManifestCodec.each(m.n_storage, m.storage, "plan.source.storage") { r, f in
+                SourceSummary.Storage(storage: try ManifestCodec.string(r.storage, "\(f).storage"), weights: try int(r.weights, f),
+                                      parameters: try int(r.parameters, f), bytes: try int(r.bytes, f))
+            },
+            operations: try ManifestCodec.each(m.n_operations, m.operations, "plan.source.operations") { r, f in
+                (opType: try ManifestCodec.string(r.op_type, "\(f).op_type"), count: try int(r.count, f))
+            },
+            functions: try ManifestCodec.each(m.n_functions, m.functions, "plan.source.functions") { r, f in
+                (name: try ManifestCodec.string(r.name, "\(f).name"), operationCount: try int(r.operation_count, f))
+            },
+            weights: try ManifestCodec.each(m.n_weights, m.weights, "plan.source.weights") { r, f in
+                SourceSummary.Weight(name: try ManifestCodec.string(r.name, "\(f).name"), dtype: try ManifestCodec.string(r.dtype, "\(f).dtype"),
+                                     shape: try (0 ..< r.n_shape).map { try int(r.shape[$0], "\(f).shape") },
+                                     encoding: try ManifestCodec.string(r.encoding, "\(f).encoding"),
+                                     storage: try ManifestCodec.string(r.storage, "\(f).storage"),
+                                     parameters: try int(r.parameters, f), bytes: try int(r.bytes, f))
+            })
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer) throws -> (ManifestContents, [CompiledPlan.FunctionPlan], String, SourceSummary?) {
         let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
         guard let p = kiln__compiled__plan__unpack(nil, bytes.count, base) else {
             throw PackageError(field: "plan", reason: "protobuf is malformed (truncated or corrupt)")
@@ -83,6 +161,7 @@ enum CompiledPlanCodec {
                     CompiledPlan.Lifetime(slot: Int(l.slot), firstStep: Int(l.first_step), lastStep: Int(l.last_step))
                 })
         }
-        return (contents, functions, try ManifestCodec.string(p.pointee.arch, "plan.arch"))
+        let source = try p.pointee.source.map { try decode($0.pointee) }
+        return (contents, functions, try ManifestCodec.string(p.pointee.arch, "plan.arch"), source)
     }
 }
