@@ -46,8 +46,43 @@ uint32_t kiln_cpu_detect(void) {
     return features;
 }
 
+int kiln_cpu_flag_list(kiln_cpu_flag *flags, int capacity) {
+    uint32_t a, b, c, d, c1 = 0, d1 = 0, b7 = 0, c7 = 0, cx = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d)) { c1 = c; d1 = d; }
+    if (__get_cpuid_max(0, 0) >= 7) { __cpuid_count(7, 0, a, b, c, d); b7 = b; c7 = c; }
+    if (__get_cpuid_max(0x80000000u, 0) >= 0x80000001u) { __cpuid(0x80000001u, a, b, c, d); cx = c; }
+    const uint64_t xcr0 = ((c1 >> 27) & 1u) ? kiln_xgetbv0() : 0;
+#define B(r, n) (int)(((r) >> (n)) & 1u)
+    const kiln_cpu_flag all[] = {
+        {"sse2", B(d1, 26)}, {"sse3", B(c1, 0)}, {"ssse3", B(c1, 9)}, {"sse4.1", B(c1, 19)}, {"sse4.2", B(c1, 20)},
+        {"popcnt", B(c1, 23)}, {"cx16", B(c1, 13)}, {"lahf-sahf", B(cx, 0)}, {"pclmulqdq", B(c1, 1)}, {"aes", B(c1, 25)},
+        {"avx", B(c1, 28)}, {"fma", B(c1, 12)}, {"f16c", B(c1, 29)}, {"movbe", B(c1, 22)}, {"avx2", B(b7, 5)},
+        {"bmi1", B(b7, 3)}, {"bmi2", B(b7, 8)}, {"lzcnt", B(cx, 5)}, {"sha", B(b7, 29)}, {"vpclmulqdq", B(c7, 10)},
+        {"avx512f", B(b7, 16)}, {"avx512dq", B(b7, 17)}, {"avx512cd", B(b7, 28)}, {"avx512bw", B(b7, 30)},
+        {"avx512vl", B(b7, 31)}, {"avx512vnni", B(c7, 11)}, {"osxsave", B(c1, 27)},
+        {"os-ymm", (xcr0 & 0x6) == 0x6}, {"os-zmm", (xcr0 & 0xE6) == 0xE6},
+    };
+#undef B
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && n < capacity; i++) flags[n++] = all[i];
+    return n;
+}
+
 #elif defined(__aarch64__)
 #include <sys/auxv.h>
+
+int kiln_cpu_flag_list(kiln_cpu_flag *flags, int capacity) {
+    const unsigned long hw = getauxval(AT_HWCAP);
+    const kiln_cpu_flag all[] = {
+        {"fp", (int)(hw & 1ul)}, {"asimd", (int)((hw >> 1) & 1ul)}, {"aes", (int)((hw >> 3) & 1ul)},
+        {"pmull", (int)((hw >> 4) & 1ul)}, {"sha2", (int)((hw >> 6) & 1ul)}, {"crc32", (int)((hw >> 7) & 1ul)},
+        {"fphp", (int)((hw >> 9) & 1ul)}, {"asimdhp", (int)((hw >> 10) & 1ul)}, {"asimddp", (int)((hw >> 20) & 1ul)},
+        {"sve", (int)((hw >> 22) & 1ul)},
+    };
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && n < capacity; i++) flags[n++] = all[i];
+    return n;
+}
 
 uint32_t kiln_cpu_detect(void) {
     const unsigned long hw = getauxval(AT_HWCAP);
@@ -60,6 +95,11 @@ uint32_t kiln_cpu_detect(void) {
 
 #else
 uint32_t kiln_cpu_detect(void) { return 0; }
+int kiln_cpu_flag_list(kiln_cpu_flag *flags, int capacity) {
+    (void)flags;
+    (void)capacity;
+    return 0;
+}
 #endif
 
 static uint32_t kiln_cpu_cached;

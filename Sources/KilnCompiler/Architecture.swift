@@ -85,6 +85,13 @@ public struct Architecture: Sendable, Hashable, CustomStringConvertible {
     /// The best architecture this host can run.
     public static let host: Architecture? = all.filter(\.isRunnableOnHost).max { $0.level < $1.level }
 
+    /// The CPU features the host reports (CPUID and XCR0 on x86-64, HWCAP on arm64), in a fixed order.
+    public static var hostFeatures: [(name: String, present: Bool)] {
+        var flags = [kiln_cpu_flag](repeating: kiln_cpu_flag(), count: 64)
+        let n = Int(kiln_cpu_flag_list(&flags, 64))
+        return flags.prefix(n).map { (String(cString: $0.name), $0.present != 0) }
+    }
+
     /// Every architecture this host can run, best first.
     public static var runnableOnHost: [Architecture] { all.filter(\.isRunnableOnHost).sorted { $0.level > $1.level } }
 

@@ -18,6 +18,8 @@ enum Kiln {
         (BenchCommand.spec, BenchCommand.run),
         (SelectCommand.spec, SelectCommand.run),
         (CacheCommand.spec, CacheCommand.run),
+        (SpecializeCommand.spec, SpecializeCommand.run),
+        (HostCommand.spec, HostCommand.run),
         (RunCommand.spec, RunCommand.run),
     ]
 

@@ -28,7 +28,7 @@ struct RunResult {
 }
 
 /// Spawns a built product and collects its output and exit status.
-func runProduct(_ product: String, _ arguments: [String]) throws -> RunResult {
+func runProduct(_ product: String, _ arguments: [String], environment: [String: String] = [:]) throws -> RunResult {
     let scratch = NSTemporaryDirectory() + "kiln-run-" + UUID().uuidString
     let (outPath, errPath) = (scratch + ".out", scratch + ".err")
     _ = FileManager.default.createFile(atPath: outPath, contents: nil)
@@ -40,6 +40,7 @@ func runProduct(_ product: String, _ arguments: [String]) throws -> RunResult {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: productPath(product))
     p.arguments = arguments
+    if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
     p.standardInput = FileHandle.nullDevice
     p.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
     p.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
@@ -51,8 +52,8 @@ func runProduct(_ product: String, _ arguments: [String]) throws -> RunResult {
 }
 
 /// Runs the `kiln` command line.
-func kiln(_ arguments: [String]) throws -> RunResult {
-    try runProduct("kiln", arguments)
+func kiln(_ arguments: [String], environment: [String: String] = [:]) throws -> RunResult {
+    try runProduct("kiln", arguments, environment: environment)
 }
 
 func temporaryDirectory(_ test: XCTestCase) throws -> String {

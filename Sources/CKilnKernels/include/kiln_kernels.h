@@ -28,6 +28,17 @@ enum {
 /// The host's feature bits (detected once; thread-safe).
 uint32_t kiln_cpu_features(void);
 
+/// One CPU feature as the host reports it, for `kiln host`.
+typedef struct {
+    const char *name; // e.g. "avx2", "os-ymm" (XCR0 saves YMM state), "asimddp"
+    int present;
+} kiln_cpu_flag;
+
+/// The individual features behind `kiln_cpu_features()`: CPUID leaves 1, 7 and 0x80000001 and
+/// the OS-enabled register state in XCR0 on x86-64, HWCAP on arm64. Returns how many entries
+/// `kiln_cpu_flags` holds (at most 64).
+int kiln_cpu_flag_list(kiln_cpu_flag *flags, int capacity);
+
 /// Detects the feature bits again (for tests); does not touch the cached record.
 uint32_t kiln_cpu_detect(void);
 
