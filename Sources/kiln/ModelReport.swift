@@ -36,7 +36,12 @@ struct ModelReport {
 
     static func make(_ path: String, model: String?) throws -> ModelReport {
         let kind = FileManagerShimCLI.kind(path)
+        var base = path
+        while base.hasSuffix("/") { base.removeLast() }
         switch kind {
+        case _ where base.hasSuffix(".\(PackageFormat.packageExtension)"):
+            // The package reader names what is wrong with a missing or malformed package.
+            return try package(path, kind: "package", sizePath: path, model: model)
         case .missing:
             throw Failure(message: "\(path): no such file or directory")
         case .package:

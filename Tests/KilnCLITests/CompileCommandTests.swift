@@ -41,7 +41,7 @@ final class CompileCommandTests: XCTestCase {
         XCTAssertEqual(inspect.status, 0, inspect.stderr)
         let json = try JSONSerialization.jsonObject(with: Data(inspect.stdout.utf8)) as! [String: Any]
         XCTAssertEqual(json["kind"] as? String, "compiled")
-        let functions = json["functions"] as! [[String: Any]]
+        let functions = (json["artifact"] as! [String: Any])["functions"] as! [[String: Any]]
         XCTAssertEqual(functions.map { $0["name"] as! String }, ["embed", "encode"])
         let kernels = (functions[1]["kernels"] as! [[String: Any]]).map { $0["kernel"] as! String }
         XCTAssertTrue(kernels.contains { $0.hasPrefix("f32_gemm_") }, "\(kernels)")
