@@ -7,8 +7,8 @@ enum BenchCommand {
     static let spec = CommandSpec(
         name: "bench",
         abstract: "Measure load time, latency and throughput of a model's function.",
-        usage: "kiln bench PATH [--function NAME] [--input NAME=FILE.npy…] [--dim SYMBOL=N…] [--threads N] [--warmup N] [--repeat N | --time SECONDS] [--frequent-reshapes] [--cold] [--json]",
-        arguments: [("PATH", "A package (Name.kiln) or compiled artifact (Name.<arch>.compiled).")],
+        usage: "kiln bench PATH [--function NAME] [--input NAME=FILE.npy…] [--dim SYMBOL=N…] [--threads N] [--warmup N] [--repeat N | --time SECONDS] [--frequent-reshapes] [--cold] [--load] [--model NAME] [--cache-dir DIR] [--max-arch NAME] [--no-verify] [--json]",
+        arguments: [("PATH", "A package (Name.kiln), a compiled artifact (Name.<arch>.compiled) or a directory of them.")],
         options: [
             OptionSpec(names: ["--function"], valueName: "NAME", help: "The function (default: the only one, or main)."),
             OptionSpec(names: ["--input"], valueName: "NAME=FILE", help: "An input from a .npy file; inputs not given are generated (seeded)."),

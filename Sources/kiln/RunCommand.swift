@@ -6,7 +6,7 @@ enum RunCommand {
     static let spec = CommandSpec(
         name: "run",
         abstract: "Run a function of a model on .npy inputs and write its outputs as .npy files.",
-        usage: "kiln run PATH [--function NAME] --input NAME=FILE.npy… (--output-dir DIR | --print)",
+        usage: "kiln run PATH [--function NAME] --input NAME=FILE.npy… (--output-dir DIR | --print) [--model NAME] [--cache-dir DIR] [--max-arch NAME] [--no-verify]",
         arguments: [("PATH", "A package (Name.kiln), an artifact (Name.<arch>.compiled) or a directory of artifacts.")],
         options: [
             OptionSpec(names: ["--function"], valueName: "NAME", help: "The function to run (default: the only one, or 'main')."),

@@ -141,6 +141,28 @@ final class IntegrityTests: XCTestCase {
         XCTAssertTrue(specialized.explanation.candidates.allSatisfy { $0.refusal != nil })
     }
 
+    func testADirectoryRefusesEachDamagedSectionAndUsesTheNextCandidate() async throws {
+        guard let host = Architecture.host else { throw XCTSkip("no Kiln architecture on this CPU") }
+        let baseline = Architecture.all.first { $0.family == host.family && $0.level == 1 }!
+        guard host != baseline else { throw XCTSkip("this host runs only \(baseline.name)") }
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let good = try compile(host.name, into: root)
+        let s = try sections(good)
+        for (what, offset, count) in [("header", 20, 4), ("plan", s.plan.lowerBound + 10, 64), ("weights", s.weights.upperBound - 100, 64)] {
+            let dir = "\(root)/\(what)"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            let best = "\(dir)/TinyClassifier.\(host.name).compiled"
+            try FileManager.default.copyItem(atPath: good, toPath: best)
+            try damage(best, at: offset, count: count)
+            try compile(baseline.name, into: dir)
+            let model = try await Model.load(contentsOf: URL(fileURLWithPath: dir), options: options("\(root)/cache"))
+            XCTAssertEqual(model.architecture, baseline.name, what)
+            let refusal = model.explanation.candidates.first { $0.path == best }!.refusal ?? ""
+            XCTAssertTrue(refusal.hasPrefix(what) && refusal.contains("checksum mismatch"), "\(what): \(refusal)")
+        }
+    }
+
     func testAssetsManifestDigestsAreChecked() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }

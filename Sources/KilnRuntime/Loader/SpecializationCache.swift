@@ -307,7 +307,25 @@ public final class SpecializationCache: Sendable {
             total -= e.bytes
             removed.append(e)
         }
+        pruneVerifiedMemo(keeping: SpecializationCache.verifiedRecordLimit)
         return removed
+    }
+
+    /// The verified-file memo keeps at most this many records (about 4 KiB of directory each).
+    static let verifiedRecordLimit = 4096
+
+    /// Removes the oldest verified-file records past `keeping`, and leftover temporary ones.
+    func pruneVerifiedMemo(keeping limit: Int) {
+        let memo = "\(directory)/verified"
+        var records: [(String, Int)] = []
+        for file in (try? FileManagerShim.contents(of: memo)) ?? [] {
+            let path = "\(memo)/\(file)"
+            if file.contains(".tmp-") { unlink(path); continue }
+            var st = stat()
+            if stat(path, &st) == 0 { records.append((path, Int(st.st_mtim.tv_sec))) }
+        }
+        guard records.count > limit else { return }
+        for (path, _) in records.sorted(by: { $0.1 < $1.1 }).prefix(records.count - limit) { unlink(path) }
     }
 
     /// Removes every evictable entry, and persistent ones too with `all`.
@@ -317,6 +335,7 @@ public final class SpecializationCache: Sendable {
     public func clear(all: Bool = false) -> [Entry] {
         let gone = entries().filter { all || $0.policy == .evictable }
         gone.forEach(remove)
+        pruneVerifiedMemo(keeping: 0)
         return gone
     }
 
