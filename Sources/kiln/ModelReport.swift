@@ -47,7 +47,7 @@ struct ModelReport {
         case .package:
             return try package(path, kind: "package", sizePath: path, model: model)
         case .file where path.hasSuffix(".\(CompiledFormat.fileExtension)"):
-            if let model, let name = ArtifactName.parse(path)?.name, name != model {
+            if let model, let name = parseArtifactFileName(path)?.name, name != model {
                 throw Failure(message: "\(path): is model '\(name)', not '\(model)'")
             }
             return try compiled(path, kind: "compiled", size: fileSize(path))
@@ -84,7 +84,7 @@ struct ModelReport {
             note = "compiler \(a.header.compilerVersion) recorded no summary of the package; parameters, precisions and operations are the plan's"
         }
         let file = URL(fileURLWithPath: path).lastPathComponent
-        let name = a.plan.model.metadata.name.isEmpty ? (ArtifactName.parse(file)?.name ?? file) : a.plan.model.metadata.name
+        let name = a.plan.model.metadata.name.isEmpty ? (parseArtifactFileName(file)?.name ?? file) : a.plan.model.metadata.name
         return ModelReport(path: path, kind: kind, name: name, metadata: a.plan.model.metadata, sizeBytes: size, summary: summary,
                            summaryNote: note, functions: a.plan.model.functions, artifact: a, artifactPath: path,
                            weightsIntact: intact, host: Architecture.host?.name)
@@ -287,17 +287,6 @@ struct ModelReport {
                 ])
             })),
         ])
-    }
-}
-
-/// `Name.<arch>.compiled` names.
-enum ArtifactName {
-    static func parse(_ path: String) -> (name: String, arch: String)? {
-        let file = URL(fileURLWithPath: path).lastPathComponent
-        guard file.hasSuffix(".\(CompiledFormat.fileExtension)") else { return nil }
-        let stem = file.dropLast(CompiledFormat.fileExtension.count + 1)
-        guard let dot = stem.lastIndex(of: "."), dot != stem.startIndex else { return nil }
-        return (String(stem[..<dot]), String(stem[stem.index(after: dot)...]))
     }
 }
 

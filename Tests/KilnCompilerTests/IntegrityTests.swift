@@ -192,25 +192,28 @@ final class IntegrityTests: XCTestCase {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let cache = SpecializationCache(directory: "\(dir)/cache")
-        let first = try await cache.specialize(contentsOf: URL(fileURLWithPath: classifier))
-        let entry = first.url.path
-        XCTAssertTrue(entry.hasPrefix("\(dir)/cache/evictable/"), entry)
-        let bookmark = first.bookmarkData!
-        let s = try sections(entry)
-        try damage(entry, at: s.weights.lowerBound + 16, keepTimes: true)
-        // The bookmark refuses the damaged entry, naming it.
-        do {
-            _ = try cache.model(resolvingBookmark: bookmark)
-            XCTFail("a damaged cache entry reopened")
-        } catch let e as SpecializationCacheError {
-            XCTAssertTrue(e.reason.contains("damaged") && e.reason.contains(entry) && e.reason.contains("weights"), e.reason)
-        }
-        // Specializing again finds it damaged, removes it and builds it anew.
-        let rebuilt = try await cache.specialize(contentsOf: URL(fileURLWithPath: classifier))
-        XCTAssertTrue(rebuilt.explanation.specialization!.hasPrefix("specialized for"), rebuilt.explanation.description)
-        let reopened = try cache.model(resolvingBookmark: bookmark)
         let reference = try await probabilities(try await Model.load(contentsOf: URL(fileURLWithPath: classifier)))
-        for (a, b) in zip(try await probabilities(reopened), reference) { XCTAssertEqual(a, b, accuracy: 1e-5) }
+        for what in ["weights", "plan", "header"] {
+            let first = try await cache.specialize(contentsOf: URL(fileURLWithPath: classifier))
+            let entry = first.url.path
+            XCTAssertTrue(entry.hasPrefix("\(dir)/cache/evictable/"), entry)
+            let bookmark = first.bookmarkData!
+            let s = try sections(entry)
+            let offset = what == "weights" ? s.weights.lowerBound + 16 : what == "plan" ? s.plan.lowerBound + 8 : 24
+            try damage(entry, at: offset, count: what == "header" ? 4 : 64, keepTimes: true)
+            // The bookmark refuses the damaged entry, naming it and the check.
+            do {
+                _ = try cache.model(resolvingBookmark: bookmark)
+                XCTFail("a cache entry with damaged \(what) reopened")
+            } catch let e as SpecializationCacheError {
+                XCTAssertTrue(e.reason.contains("damaged") && e.reason.contains(entry) && e.reason.contains(what), e.reason)
+            }
+            // Specializing again finds it damaged, removes it and builds it anew.
+            let rebuilt = try await cache.specialize(contentsOf: URL(fileURLWithPath: classifier))
+            XCTAssertTrue(rebuilt.explanation.specialization!.hasPrefix("specialized for"), "\(what): \(rebuilt.explanation.description)")
+            let reopened = try cache.model(resolvingBookmark: bookmark)
+            for (a, b) in zip(try await probabilities(reopened), reference) { XCTAssertEqual(a, b, accuracy: 1e-5) }
+        }
     }
 
     func testSelectionByModelName() async throws {

@@ -13,6 +13,9 @@ int kiln_crc32_hardware(void);
 /// leaving fewer than 64 bytes for the caller's table-driven code).
 size_t kiln_crc32_bulk(uint32_t *crc, const uint8_t *p, size_t n);
 
+/// SHA-256's 64 round constants (shared by the hardware path and the portable Swift code).
+extern const uint32_t kiln_sha256_k[64];
+
 /// Non-zero when `kiln_sha256_blocks` uses the CPU's SHA instructions.
 int kiln_sha256_hardware(void);
 

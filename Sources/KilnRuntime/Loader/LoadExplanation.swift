@@ -50,6 +50,13 @@ public struct LoadExplanation: Sendable, CustomStringConvertible {
     }
 }
 
+/// `Name.<arch>.compiled` → (`Name`, `arch`), parsing from the right (arch names have no dot).
+/// - Parameter file: A file name or path.
+/// - Returns: The model name and arch, or `nil` for another name.
+public func parseArtifactFileName(_ file: String) -> (name: String, arch: String)? {
+    ArtifactSelection.parse(file.split(separator: "/").last.map(String.init) ?? file)
+}
+
 /// Picks the best artifact of a directory for this host: narrows to one model, judges every
 /// artifact cheaply (name, arch, header, plan), then verifies the usable ones best first until
 /// one passes (weights CRC-32, and `assets.json`'s size and SHA-256 when it lists the file).
