@@ -9,8 +9,17 @@ KILN          = $(BIN)/kiln
 PROTOS        = $(wildcard specs/*.proto)
 SPECS_DIR     = Sources/CKilnSpecs
 APT_PACKAGES  = libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
+# The arm64 kernels run under qemu on x86-64 hosts (`make kernels-check`).
+ifeq ($(shell uname -m),x86_64)
+APT_PACKAGES += qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+endif
+# The Swift toolchain's clang (beside `swift`) compiles the C kernels for the checks, natively and
+# for aarch64 against the Debian cross sysroot; the cross gcc links.
+CLANG        ?= $(or $(wildcard $(dir $(realpath $(shell command -v $(SWIFT))))clang),clang)
+KERNELS_C     = $(wildcard Sources/CKilnKernels/*.c) Tests/Native/kernels_check.c
+CHECK_DIR     = .build/kernels-check
 
-.PHONY: all deps models build test run examples fixtures proto check-generated clean
+.PHONY: all deps models build test kernels-check run examples fixtures proto check-generated clean
 
 all: build
 
@@ -41,7 +50,26 @@ models:
 test: deps models
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --disable-swift-testing $(SWIFT_FLAGS)
+	$(MAKE) --no-print-directory kernels-check
 	$(MAKE) --no-print-directory check-generated
+
+# The ISA microkernels against a plain C reference at every tile edge and epilogue, and the HWCAP
+# rule with faked values: natively, then (on x86-64) the arm64 build under qemu-aarch64, once as a
+# CPU with dot product ("max") and once without (Cortex-A53).
+kernels-check: deps
+	@mkdir -p $(CHECK_DIR)
+	$(CLANG) -O2 -std=gnu11 -ISources/CKilnKernels/include $(KERNELS_C) -lpthread -lm -o $(CHECK_DIR)/native
+	$(CHECK_DIR)/native
+	@if [ "$$(uname -m)" = "x86_64" ]; then \
+	  set -e; mkdir -p $(CHECK_DIR)/arm64; \
+	  for f in $(KERNELS_C); do \
+	    $(CLANG) --target=aarch64-linux-gnu --sysroot=/usr/aarch64-linux-gnu -O2 -std=gnu11 -ISources/CKilnKernels/include \
+	      -c $$f -o $(CHECK_DIR)/arm64/$$(basename $$f .c).o; \
+	  done; \
+	  aarch64-linux-gnu-gcc -static $(CHECK_DIR)/arm64/*.o -lpthread -lm -o $(CHECK_DIR)/arm64-check; \
+	  echo "qemu-aarch64 -cpu max:"; qemu-aarch64 -cpu max $(CHECK_DIR)/arm64-check; \
+	  echo "qemu-aarch64 -cpu cortex-a53:"; qemu-aarch64 -cpu cortex-a53 $(CHECK_DIR)/arm64-check; \
+	fi
 
 # The main job on the bundled examples.
 # The product's main job on the bundled example: package → compressed package → one artifact

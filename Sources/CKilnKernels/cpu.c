@@ -84,14 +84,7 @@ int kiln_cpu_flag_list(kiln_cpu_flag *flags, int capacity) {
     return n;
 }
 
-uint32_t kiln_cpu_detect(void) {
-    const unsigned long hw = getauxval(AT_HWCAP);
-    uint32_t features = 0;
-    if (hw & (1ul << 1)) features |= KILN_CPU_NEON;                // HWCAP_ASIMD
-    const int dot = (hw >> 20) & 1ul, fphp = (hw >> 9) & 1ul, asimdhp = (hw >> 10) & 1ul;
-    if ((features & KILN_CPU_NEON) && dot && fphp && asimdhp) features |= KILN_CPU_ARM_DOTPROD;
-    return features;
-}
+uint32_t kiln_cpu_detect(void) { return kiln_cpu_from_hwcap(getauxval(AT_HWCAP)); }
 
 #else
 uint32_t kiln_cpu_detect(void) { return 0; }
@@ -101,6 +94,15 @@ int kiln_cpu_flag_list(kiln_cpu_flag *flags, int capacity) {
     return 0;
 }
 #endif
+
+// On every platform, so the rule is tested on any host.
+uint32_t kiln_cpu_from_hwcap(unsigned long hw) {
+    uint32_t features = 0;
+    if (hw & (1ul << 1)) features |= KILN_CPU_NEON; // HWCAP_ASIMD
+    const int dot = (hw >> 20) & 1ul, fphp = (hw >> 9) & 1ul, asimdhp = (hw >> 10) & 1ul;
+    if ((features & KILN_CPU_NEON) && dot && fphp && asimdhp) features |= KILN_CPU_ARM_DOTPROD;
+    return features;
+}
 
 static uint32_t kiln_cpu_cached;
 static int kiln_cpu_ready;

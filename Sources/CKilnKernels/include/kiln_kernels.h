@@ -28,6 +28,10 @@ enum {
 /// The host's feature bits (detected once; thread-safe).
 uint32_t kiln_cpu_features(void);
 
+/// The arm64 feature bits for an `AT_HWCAP` value (ASIMD → NEON; ASIMD with ASIMDDP, FPHP and
+/// ASIMDHP → DOTPROD). On every platform, so faked values can be tested anywhere.
+uint32_t kiln_cpu_from_hwcap(unsigned long hwcap);
+
 /// One CPU feature as the host reports it, for `kiln host`.
 typedef struct {
     const char *name; // e.g. "avx2", "os-ymm" (XCR0 saves YMM state), "asimddp"

@@ -1,0 +1,137 @@
+// Checks the ISA microkernels of CKilnKernels against a plain C reference, on whatever CPU runs it:
+// natively (x86-64: the AVX2 and AVX-512 kernels, each skipped with a message when the CPU lacks
+// it) and under qemu-aarch64 (the NEON kernels), plus the HWCAP feature rule with faked values.
+// Every tile size up to the kernel's, several depths, packed and strided A, and every epilogue
+// (column and row bias, residual accumulate, activations). `make kernels-check` runs it.
+#include "kiln_kernels.h"
+#include "../../Sources/CKilnKernels/kiln_unary.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures, cases;
+
+static float value(unsigned *state) {
+    *state = *state * 1664525u + 1013904223u;
+    return (float)((*state >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+}
+
+static void check_hwcap(void) {
+    const unsigned long asimd = 1ul << 1, fphp = 1ul << 9, asimdhp = 1ul << 10, dot = 1ul << 20;
+    const struct { unsigned long hw; uint32_t want; } table[] = {
+        {0, 0},
+        {asimd, KILN_CPU_NEON},
+        {asimd | dot, KILN_CPU_NEON},
+        {asimd | dot | fphp, KILN_CPU_NEON},
+        {asimd | dot | fphp | asimdhp, KILN_CPU_NEON | KILN_CPU_ARM_DOTPROD},
+        {dot | fphp | asimdhp, 0},
+        {~0ul, KILN_CPU_NEON | KILN_CPU_ARM_DOTPROD},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        cases++;
+        const uint32_t got = kiln_cpu_from_hwcap(table[i].hw);
+        if (got != table[i].want) {
+            failures++;
+            printf("hwcap %#lx: features %#x, want %#x\n", table[i].hw, got, table[i].want);
+        }
+    }
+}
+
+// C[i][j] = act((accumulate ? C : 0) + sum_p A[i][p] B[p][j] + col_bias[j] + row_bias[i]).
+static void reference(size_t mr, size_t nc, size_t k, const float *a, size_t lda, size_t kmr, const float *b, size_t ldb,
+                      float *c, size_t ldc, const kiln_tile_args *t) {
+    for (size_t i = 0; i < mr; i++) {
+        for (size_t j = 0; j < nc; j++) {
+            double s = 0;
+            for (size_t p = 0; p < k; p++) s += (double)(lda ? a[i * lda + p] : a[p * kmr + i]) * b[p * ldb + j];
+            if (t && t->accumulate) s += c[i * ldc + j];
+            if (t && t->col_bias) s += t->col_bias[j];
+            if (t && t->row_bias) s += t->row_bias[i];
+            c[i * ldc + j] = (float)s;
+        }
+        if (t && t->activation) kiln_unary_apply(t->activation, nc, c + i * ldc, c + i * ldc, t->alpha, t->beta, 1);
+    }
+}
+
+static void check_ukernel(const char *name) {
+    size_t kmr = 0, knr = 0;
+    kiln_f32_gemm_ukernel fn = kiln_f32_gemm_ukernel_named(name, &kmr, &knr);
+    if (!fn) {
+        printf("skipped %s: this CPU lacks its features\n", name);
+        return;
+    }
+    const size_t depths[] = {1, 2, 3, 8, 17, 64};
+    const int activations[][3] = {{KILN_UNARY_NONE}, {KILN_UNARY_RELU}, {KILN_UNARY_CLIP}, {KILN_UNARY_SILU},
+                                  {KILN_UNARY_SIGMOID}, {KILN_UNARY_GELU}, {KILN_UNARY_HARD_SWISH}, {KILN_UNARY_TANH}};
+    unsigned state = 12345;
+    const size_t kmax = 64, ldc = knr + 5;
+    float *a = malloc(sizeof(float) * kmax * (kmax + 3)), *b = malloc(sizeof(float) * kmax * knr);
+    float *col = malloc(sizeof(float) * knr), *row = malloc(sizeof(float) * kmr);
+    float *got = malloc(sizeof(float) * kmr * ldc), *want = malloc(sizeof(float) * kmr * ldc);
+    const int before = failures;
+    for (size_t mr = 1; mr <= kmr; mr++)
+        for (size_t nc = 1; nc <= knr; nc++)
+            for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++)
+                for (int packed = 0; packed < 2; packed++)
+                    for (int variant = 0; variant < 11; variant++) {
+                        const size_t k = depths[d], lda = packed ? 0 : k + 3;
+                        for (size_t i = 0; i < kmax * (kmax + 3); i++) a[i] = value(&state);
+                        if (packed) // rows past mr are zero in a packed A
+                            for (size_t p = 0; p < k; p++)
+                                for (size_t i = mr; i < kmr; i++) a[p * kmr + i] = 0;
+                        for (size_t i = 0; i < k * knr; i++) b[i] = value(&state);
+                        for (size_t j = 0; j < knr; j++) col[j] = value(&state);
+                        for (size_t i = 0; i < kmr; i++) row[i] = value(&state);
+                        for (size_t i = 0; i < kmr * ldc; i++) got[i] = want[i] = value(&state);
+                        kiln_tile_args args = {0};
+                        const kiln_tile_args *t = NULL;
+                        if (variant > 0) {
+                            args.activation = activations[(variant - 1) % 8][0];
+                            args.alpha = -0.5f;
+                            args.beta = 0.5f;
+                            args.col_bias = variant % 2 ? col : NULL;
+                            args.row_bias = variant % 3 == 0 ? row : NULL;
+                            args.accumulate = variant >= 9;
+                            t = &args;
+                        }
+                        fn(mr, nc, k, a, lda, b, knr, got, ldc, t);
+                        reference(mr, nc, k, a, lda, kmr, b, knr, want, ldc, t);
+                        cases++;
+                        for (size_t i = 0; i < kmr; i++)
+                            for (size_t j = 0; j < ldc; j++) {
+                                const float g = got[i * ldc + j], w = want[i * ldc + j];
+                                // Outside the tile nothing may change; inside, FMA order and vector
+                                // transcendentals allow a small relative difference.
+                                const int inside = i < mr && j < nc;
+                                const int ok = inside ? fabsf(g - w) <= 2e-5f * (1.0f + fabsf(w)) : g == w;
+                                if (!ok) {
+                                    if (failures - before < 5)
+                                        printf("%s mr=%zu nc=%zu k=%zu %s variant %d: C[%zu][%zu] = %.7g, want %.7g\n", name, mr, nc, k,
+                                               packed ? "packed" : "strided", variant, i, j, g, w);
+                                    failures++;
+                                    i = kmr;
+                                    break;
+                                }
+                            }
+                    }
+    printf("%s: %s\n", name, failures == before ? "matches the reference" : "MISMATCH");
+    free(a); free(b); free(col); free(row); free(got); free(want);
+}
+
+int main(void) {
+    check_hwcap();
+    printf("features of this CPU: %#x\n", kiln_cpu_features());
+    check_ukernel("f32_gemm_4x8__scalar");
+    check_ukernel("f32_gemm_4x16__scalar");
+#if defined(__x86_64__)
+    check_ukernel("f32_gemm_6x16__avx2");
+    check_ukernel("f32_gemm_8x32__avx512");
+#elif defined(__aarch64__)
+    check_ukernel("f32_gemm_4x8__neon");
+    if (!(kiln_cpu_features() & KILN_CPU_NEON)) printf("error: an arm64 CPU without NEON\n"), failures++;
+#endif
+    printf("%d cases, %d failures\n", cases, failures);
+    return failures ? 1 : 0;
+}
