@@ -19,7 +19,7 @@ CLANG        ?= $(or $(wildcard $(dir $(realpath $(shell command -v $(SWIFT))))c
 KERNELS_C     = $(wildcard Sources/CKilnKernels/*.c) Tests/Native/kernels_check.c
 CHECK_DIR     = .build/kernels-check
 
-.PHONY: all deps models build test kernels-check run examples fixtures proto check-generated clean
+.PHONY: all deps models build test kernels-check fuzz run examples fixtures proto check-generated clean
 
 all: build
 
@@ -70,6 +70,12 @@ kernels-check: deps
 	  echo "qemu-aarch64 -cpu max:"; qemu-aarch64 -cpu max $(CHECK_DIR)/arm64-check; \
 	  echo "qemu-aarch64 -cpu cortex-a53:"; qemu-aarch64 -cpu cortex-a53 $(CHECK_DIR)/arm64-check; \
 	fi
+
+# libFuzzer targets (Fuzz/) for the package reader, the ONNX importer, the artifact loader (load,
+# prepare, run), .npy, compression configs and assets.json: FUZZ_RUNS executions each (default
+# 1,000,000) or FUZZ_SECONDS seconds; FUZZ_TARGETS="FuzzNPY …" for a subset (specs/fuzzing.md).
+fuzz: deps
+	SWIFT=$(SWIFT) tools/fuzz.sh
 
 # The main job on the bundled examples.
 # The product's main job on the bundled example: package → compressed package → one artifact

@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "KilnReference", targets: ["KilnReference"]),
         .library(name: "KilnRuntime", targets: ["KilnRuntime"]),
         .library(name: "KilnONNX", targets: ["KilnONNX"]),
+        .library(name: "KilnCompression", targets: ["KilnCompression"]),
     ],
     targets: [
         .systemLibrary(

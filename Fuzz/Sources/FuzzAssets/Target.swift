@@ -1,0 +1,32 @@
+import FuzzSupport
+import KilnRuntime
+
+import Foundation
+
+/// The artifact `KILN_FUZZ_ARTIFACT` names, copied once beside the manifest.
+let placed: Bool = {
+    guard let source = ProcessInfo.processInfo.environment["KILN_FUZZ_ARTIFACT"],
+          let bytes = FileManager.default.contents(atPath: source) else { return false }
+    let name = (source as NSString).lastPathComponent
+    bytes.withUnsafeBytes { _ = Scratch.write($0, "assets/\(name)") }
+    return true
+}()
+
+/// An `assets.json` beside a fixed artifact: the directory's selection report and load.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ input: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    guard let data = input, placed || true else { return 0 }
+    let dir = "\(Scratch.directory)/assets"
+    _ = Scratch.write(UnsafeRawBufferPointer(start: data, count: size), "assets/assets.json")
+    var options = ModelLoadOptions()
+    options.threads = 1
+    options.rememberVerifiedFiles = false
+    _ = try? Model.explainSelection(inDirectory: dir, options: options)
+    let done = Box()
+    Task {
+        _ = try? await Model.load(contentsOf: .init(fileURLWithPath: dir), options: options)
+        done.signal()
+    }
+    done.wait()
+    return 0
+}

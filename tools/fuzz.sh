@@ -1,0 +1,50 @@
+#!/bin/sh
+# Builds the libFuzzer targets of Fuzz/ (Kiln's modules and the targets with
+# -sanitize=fuzzer,address; C code with ASan and coverage), links one binary per target, makes
+# seed corpora from the fixtures and runs each target for FUZZ_RUNS executions (default 1,000,000)
+# or FUZZ_SECONDS seconds. A crash stops with libFuzzer's report and the input in
+# .build/fuzz/crashes/; make it a regression file in Tests/Fixtures.
+set -eu
+cd "$(dirname "$0")/.."
+SWIFT=${SWIFT:-swift}
+B=.build/fuzz/release
+OUT=.build/fuzz
+KILN=.build/release/kiln
+TARGETS=${FUZZ_TARGETS:-"FuzzNPY FuzzConfig FuzzPackage FuzzONNX FuzzArtifact FuzzAssets"}
+"$SWIFT" build -c release --package-path Fuzz --build-path "$OUT" \
+  -Xswiftc -sanitize=fuzzer,address -Xcc -fsanitize=fuzzer-no-link,address
+"$SWIFT" build -c release -Xswiftc -enable-testing --product kiln >/dev/null
+# The seeds: fixtures, the examples, and artifacts compiled from them.
+C="$OUT/corpus"
+rm -rf "$C" "$OUT/seed"; mkdir -p "$C" "$OUT/seed" "$OUT/crashes"
+for t in FuzzNPY FuzzConfig FuzzPackage FuzzONNX FuzzArtifact FuzzAssets; do mkdir -p "$C/$t"; done
+cp Tests/Fixtures/npy/*.npy "$C/FuzzNPY/"
+cp Tests/Fixtures/compression/*.json examples/compression.json "$C/FuzzConfig/" 2>/dev/null || true
+find Tests/Fixtures/onnx -name '*.onnx' -size -256k -exec cp {} "$C/FuzzONNX/" \;
+python3 - "$C/FuzzPackage" Tests/Fixtures/malformed examples <<'PY'
+import os, struct, sys
+out = sys.argv[1]
+for root in sys.argv[2:]:
+    for d in sorted(os.listdir(root)):
+        m, w = os.path.join(root, d, "manifest.pb"), os.path.join(root, d, "weights.bin")
+        if os.path.isfile(m):
+            a = open(m, "rb").read()
+            b = open(w, "rb").read() if os.path.isfile(w) else b""
+            open(os.path.join(out, d.replace(".kiln", "") + ".bin"), "wb").write(struct.pack("<I", len(a)) + a + b)
+PY
+"$KILN" compile examples/TinyClassifier.kiln --arch x86_64 -o "$OUT/seed/c" >/dev/null
+"$KILN" compile examples/TinyEncoder.kiln --arch x86_64 -o "$OUT/seed/e" >/dev/null
+cp "$OUT/seed/c/TinyClassifier.x86_64.compiled" "$OUT/seed/e/TinyEncoder.x86_64.compiled" "$C/FuzzArtifact/"
+cp "$OUT/seed/c/assets.json" "$C/FuzzAssets/classifier.json"
+export KILN_FUZZ_ARTIFACT="$PWD/$OUT/seed/c/TinyClassifier.x86_64.compiled"
+objects() { for m in KilnFormat KilnReference KilnCompiler KilnCompression KilnONNX KilnRuntime CKilnSpecs CKilnHash CKilnKernels FuzzSupport "$1"; do ls "$B/$m.build/"*.o; done; }
+for t in $TARGETS; do
+  rm -f "$B/$t.build/main.swift.o"
+  swiftc -sanitize=fuzzer,address $(objects "$t") -lz -lprotobuf-c -o "$OUT/$t" 2>&1 | grep -v "Cannot export local symbol" || true
+  if [ -n "${FUZZ_SECONDS:-}" ]; then limit="-max_total_time=$FUZZ_SECONDS"; else limit="-runs=${FUZZ_RUNS:-1000000}"; fi
+  echo "== $t"
+  "$OUT/$t" "$C/$t" $limit -max_len=65536 -rss_limit_mb=4096 -artifact_prefix="$OUT/crashes/$t-" -print_final_stats=1 2>&1 \
+    | grep -E "^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)" || true
+  ls "$OUT/crashes/$t-"* >/dev/null 2>&1 && { echo "$t: crash inputs in $OUT/crashes"; exit 1; }
+done
+echo "fuzzing: no crashes"
