@@ -203,6 +203,10 @@ struct NodeConverter {
     // swiftlint:disable:next cyclomatic_complexity function_body_length
     func convert(_ node: ONNXNode) throws {
         let op = node.opType
+        // Every ONNX operator has an output; the converters below read the first one.
+        guard let first = node.outputs.first, !first.isEmpty else {
+            throw c.fail("node '\(node.name)' (\(op)) has no output")
+        }
         switch op {
         case "Identity", "Dropout":
             try alias(node)
@@ -210,6 +214,10 @@ struct NodeConverter {
             try constantNode(node)
         case _ where NodeConverter.direct[op] != nil:
             let kiln = NodeConverter.direct[op]!
+            let needed = kiln == "where" ? 3 : 1
+            guard node.inputs.count >= needed, !node.inputs[0].isEmpty else {
+                throw c.fail("node '\(node.name)' (\(op)) has \(node.inputs.count) input\(node.inputs.count == 1 ? "" : "s"); it takes at least \(needed)")
+            }
             let e = symbolic(kiln, node.inputs)
             if let e, let ints = Optional(e.compactMap(\.int)), ints.count == e.count, let t = try type(node.inputs[0]) {
                 // Every entry is known although the inputs are computed at run time.

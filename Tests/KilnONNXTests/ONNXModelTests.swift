@@ -110,6 +110,20 @@ final class ONNXModelTests: XCTestCase {
         }
     }
 
+    /// Inputs `make fuzz` found crashing the importer, kept as regressions: each is a clear error.
+    func testFuzzRegressionsGetClearErrors() throws {
+        let fuzz = "\(repositoryRoot)/Tests/Fixtures/fuzz/onnx"
+        let expected = ["pool_without_output": "node '' (AveragePool) has no output"]
+        let files = try FileManager.default.contentsOfDirectory(atPath: fuzz).filter { $0.hasSuffix(".onnx") }.sorted()
+        XCTAssertEqual(files.map { String($0.dropLast(5)) }, expected.keys.sorted())
+        for file in files {
+            let path = "\(fuzz)/\(file)"
+            XCTAssertThrowsError(try ONNXImporter.convert(contentsOf: path), file) { error in
+                XCTAssertEqual("\(error)", "\(path): \(expected[String(file.dropLast(5))]!)")
+            }
+        }
+    }
+
     func testMalformedModelsGetClearErrors() {
         let cases = [
             "truncated": "not a valid ONNX model (the protobuf is truncated or malformed)",
