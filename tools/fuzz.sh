@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets of Fuzz/ (Kiln's modules and the targets with
 # -sanitize=fuzzer,address; C code with ASan and coverage), links one binary per target, makes
 # seed corpora from the fixtures and runs each target for FUZZ_RUNS executions (default 1,000,000)
-# or FUZZ_SECONDS seconds. A crash stops with libFuzzer's report and the input in
+# or FUZZ_SECONDS seconds, whichever comes first. A crash stops with libFuzzer's report and the input in
 # .build/fuzz/crashes/; make it a regression file in Tests/Fixtures.
 set -eu
 cd "$(dirname "$0")/.."
@@ -41,7 +41,9 @@ objects() { for m in KilnFormat KilnReference KilnCompiler KilnCompression KilnO
 for t in $TARGETS; do
   rm -f "$B/$t.build/main.swift.o"
   swiftc -sanitize=fuzzer,address $(objects "$t") -lz -lprotobuf-c -o "$OUT/$t" 2>&1 | grep -v "Cannot export local symbol" || true
-  if [ -n "${FUZZ_SECONDS:-}" ]; then limit="-max_total_time=$FUZZ_SECONDS"; else limit="-runs=${FUZZ_RUNS:-1000000}"; fi
+  # FUZZ_RUNS (default 1,000,000) executions, or FUZZ_SECONDS, whichever comes first.
+  limit="-runs=${FUZZ_RUNS:-1000000}"
+  if [ -n "${FUZZ_SECONDS:-}" ]; then limit="$limit -max_total_time=$FUZZ_SECONDS"; fi
   echo "== $t"
   "$OUT/$t" "$C/$t" $limit -max_len=65536 -rss_limit_mb=4096 -artifact_prefix="$OUT/crashes/$t-" -print_final_stats=1 2>&1 \
     | grep -E "^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)" || true

@@ -60,7 +60,10 @@ extension OpSet {
                     for a in set { if let n = x.shape[a].size, n != 1 { throw OpError("cannot squeeze dim \(a) of size \(n)") } }
                     return [TensorType(x.dtype, x.shape.enumerated().filter { !set.contains($0.offset) }.map(\.element))]
                 }
-                if let n = staticLength(ctx.optionalInput(1)) { return [TensorType(x.dtype, unknownDims(x.rank - n))] }
+                if let n = staticLength(ctx.optionalInput(1)) {
+                    guard n <= x.rank else { throw OpError("squeezes \(n) axes of a rank-\(x.rank) input") }
+                    return [TensorType(x.dtype, unknownDims(x.rank - n))]
+                }
                 if ctx.optionalInput(1) != nil { return [nil] }
                 guard x.shape.allSatisfy({ $0.size != nil }) else { return [nil] }
                 return [TensorType(x.dtype, x.shape.filter { $0 != .size(1) })]
