@@ -140,6 +140,7 @@ extension OpSet {
             op("gather", ["data", "indices"], ["axis": .int]) { ctx in
                 let (d, i) = (try ctx.input(0), try ctx.input(1))
                 guard i.dtype == .int64 || i.dtype == .int32 else { throw OpError("indices must be int64 or int32, got \(i.dtype.rawValue)") }
+                guard d.rank >= 1 else { throw OpError("data must have rank 1 or more, got a scalar") }
                 let a = try axis(ctx, default: 0, rank: d.rank)
                 return [TensorType(d.dtype, Array(d.shape[..<a]) + i.shape + Array(d.shape[(a + 1)...]))]
             },
