@@ -44,6 +44,7 @@ for t in $TARGETS; do
   # FUZZ_RUNS (default 1,000,000) executions, or FUZZ_SECONDS, whichever comes first.
   limit="-runs=${FUZZ_RUNS:-1000000}"
   if [ -n "${FUZZ_SECONDS:-}" ]; then limit="$limit -max_total_time=$FUZZ_SECONDS"; fi
+  rm -f "$OUT/crashes/$t-"*
   echo "== $t"
   "$OUT/$t" "$C/$t" $limit -max_len=65536 -rss_limit_mb=4096 -artifact_prefix="$OUT/crashes/$t-" -print_final_stats=1 2>&1 \
     | grep -E "^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)" || true

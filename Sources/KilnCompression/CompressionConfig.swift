@@ -110,8 +110,9 @@ public struct CompressionConfig: Sendable {
     /// - Parameter path: The JSON file.
     /// - Throws: ``ConfigError`` naming the JSON path of the problem.
     public init(contentsOf path: String) throws {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigError(path: path, jsonPath: "$", reason: "cannot read the file")
+        let data: Data
+        do { data = Data(try FileSystem.readFile(path)) } catch let error as PackageError {
+            throw ConfigError(path: path, jsonPath: "$", reason: "cannot read the file (\(error.reason))")
         }
         try self.init(data: data, path: path)
     }

@@ -186,10 +186,12 @@ enum ONNXDecoder {
             guard dims.allSatisfy({ $0 >= 0 }), let count = elementCount(dims), let byteCount = dtype.byteCount(elements: count) else {
                 throw fail("\(what) has an invalid shape \(dims)")
             }
-            var out = NDArray(shape: dims, scalarType: dtype)
+            // Every length is checked against the shape before the array is allocated: a shape
+            // that claims far more data than the file holds is an error, not an allocation.
             if t.has_data_location != 0, t.data_location == KILN_ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL {
                 let entries = try list(t.n_external_data, t.external_data) { (try string($0.key), try string($0.value)) }
                 let bytes = try external(entries, what: what, byteCount: byteCount)
+                var out = NDArray(shape: dims, scalarType: dtype)
                 out.withUnsafeMutableBytes { dst in bytes.withUnsafeBytes { dst.copyMemory(from: $0) } }
                 return out
             }
@@ -197,27 +199,29 @@ enum ONNXDecoder {
                 guard t.raw_data.len == byteCount else {
                     throw fail("\(what) holds \(t.raw_data.len) bytes of raw data, but \(dtype.rawValue)\(dims) needs \(byteCount)")
                 }
+                var out = NDArray(shape: dims, scalarType: dtype)
                 if byteCount > 0 {
                     out.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: t.raw_data.data, byteCount: byteCount) }
                 }
                 return out
             }
-            func check(_ n: Int, _ field: String) throws {
-                guard n == count else { throw fail("\(what) has \(n) values in \(field), but its shape \(dims) holds \(count)") }
+            let (present, field): (Int, String) = switch dtype {
+            case .float32: (t.n_float_data, "float_data")
+            case .float64: (t.n_double_data, "double_data")
+            case .int64: (t.n_int64_data, "int64_data")
+            default: (t.n_int32_data, "int32_data")
             }
+            guard present == count else { throw fail("\(what) has \(present) values in \(field), but its shape \(dims) holds \(count)") }
+            var out = NDArray(shape: dims, scalarType: dtype)
             switch dtype {
             case .float32:
-                try check(t.n_float_data, "float_data")
                 out.mutableView(as: Float.self) { p in for i in 0 ..< count { p[i] = t.float_data[i] } }
             case .float64:
-                try check(t.n_double_data, "double_data")
                 out.mutableView(as: Double.self) { p in for i in 0 ..< count { p[i] = t.double_data[i] } }
             case .int64:
-                try check(t.n_int64_data, "int64_data")
                 out.mutableView(as: Int64.self) { p in for i in 0 ..< count { p[i] = t.int64_data[i] } }
             default:
                 // int32, int16, int8, uint8, bool, float16 and bfloat16 all live in int32_data.
-                try check(t.n_int32_data, "int32_data")
                 let size = dtype.bitWidth / 8
                 out.withUnsafeMutableBytes { raw in
                     for i in 0 ..< count {
@@ -253,6 +257,10 @@ enum ONNXDecoder {
                 throw ConvertError(path: file, reason: "cannot open external data for \(what): \(String(cString: strerror(errno)))")
             }
             defer { fclose(f) }
+            var st = stat()
+            guard fstat(fileno(f), &st) == 0, offset <= Int(st.st_size), byteCount <= Int(st.st_size) - offset else {
+                throw ConvertError(path: file, reason: "external data for \(what) is shorter than \(offset) + \(byteCount) bytes")
+            }
             var out = [UInt8](repeating: 0, count: byteCount)
             guard fseeko(f, off_t(offset), SEEK_SET) == 0,
                   out.withUnsafeMutableBytes({ fread($0.baseAddress, 1, $0.count, f) }) == byteCount else {

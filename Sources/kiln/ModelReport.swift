@@ -104,7 +104,7 @@ struct ModelReport {
         let files = ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
         let packages = files.filter { $0.hasSuffix(".\(PackageFormat.packageExtension)") && (name == nil || $0 == "\(name!).\(PackageFormat.packageExtension)") }
         var listed: [String: String] = [:]
-        if let data = FileManager.default.contents(atPath: "\(path)/assets.json"),
+        if let data = try? Data(FileSystem.readFile("\(path)/assets.json")),
            let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any], let list = root["artifacts"] as? [[String: Any]] {
             for a in list { if let f = a["file"] as? String, let d = a["sha256"] as? String { listed[f] = d } }
         }
@@ -131,7 +131,7 @@ struct ModelReport {
     }
 
     static func manifest(_ path: String, model: String?) throws -> ModelReport {
-        guard let data = FileManager.default.contents(atPath: path) else { throw Failure(message: "\(path): cannot read the file") }
+        guard let data = try? Data(FileSystem.readFile(path)) else { throw Failure(message: "\(path): cannot read the file") }
         guard let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
             throw Failure(message: "\(path): not JSON, or not a JSON object")
         }

@@ -29,8 +29,9 @@ public enum FileSystem {
         return (true, (st.st_mode & S_IFMT) == S_IFDIR)
     }
 
-    /// The whole contents of a (small) file.
-    static func readFile(_ path: String) throws -> [UInt8] {
+    /// The whole contents of a (small) file, read with `read(2)`.
+    /// - Throws: ``PackageError`` naming the file and the operating system's reason.
+    public static func readFile(_ path: String) throws -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw errnoError(path, "open") }
         defer { close(fd) }

@@ -108,7 +108,7 @@ enum ArtifactSelection {
     static func manifest(in directory: String, warnings: inout [String]) -> [String: (sha256: String?, bytes: Int?)] {
         let path = "\(directory)/assets.json"
         guard FileManagerShim.exists(path) else { return [:] }
-        guard let data = FileManager.default.contents(atPath: path),
+        guard let data = try? Data(FileSystem.readFile(path)),
               let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
               let artifacts = root["artifacts"] as? [[String: Any]] else {
             warnings.append("\(path): not a Kiln assets manifest (no 'artifacts' list); its digests were not checked")
