@@ -19,7 +19,7 @@ CLANG        ?= $(or $(wildcard $(dir $(realpath $(shell command -v $(SWIFT))))c
 KERNELS_C     = $(wildcard Sources/CKilnKernels/*.c) Tests/Native/kernels_check.c
 CHECK_DIR     = .build/kernels-check
 
-.PHONY: all deps models build test kernels-check fuzz run examples fixtures proto check-generated clean
+.PHONY: all deps models build test kernels-check fuzz fuzz-ci sanitize run examples fixtures proto check-generated clean
 
 all: build
 
@@ -76,6 +76,24 @@ kernels-check: deps
 # 1,000,000) or FUZZ_SECONDS seconds; FUZZ_TARGETS="FuzzNPY …" for a subset (specs/fuzzing.md).
 fuzz: deps
 	SWIFT=$(SWIFT) tools/fuzz.sh
+
+# What CI runs: every target for FUZZ_SECONDS (default 20) from the seed corpora.
+fuzz-ci: deps
+	SWIFT=$(SWIFT) FUZZ_SECONDS=$${FUZZ_SECONDS:-20} tools/fuzz.sh
+
+# The whole test suite with AddressSanitizer (Swift and C) and UndefinedBehaviorSanitizer (the C
+# targets: Swift has no UBSan; its own checks trap), then the concurrency tests with
+# ThreadSanitizer. Each in its own build folder; any report fails the run (specs/fuzzing.md).
+SANITIZE_ASAN = -c release -Xswiftc -enable-testing --sanitize address -Xcc -fsanitize=undefined \
+                -Xcc -fno-sanitize-recover=undefined --build-path .build/sanitize
+SANITIZE_TSAN = -c release -Xswiftc -enable-testing --sanitize thread --build-path .build/sanitize-thread
+CONCURRENCY_TESTS = Concurrent|ThreadPool|Parallel
+sanitize: deps models
+	$(SWIFT) build --build-tests $(SANITIZE_ASAN)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(SWIFT) test --skip-build --disable-swift-testing $(SANITIZE_ASAN)
+	$(SWIFT) build --build-tests $(SANITIZE_TSAN)
+	TSAN_OPTIONS=halt_on_error=1 $(SWIFT) test --skip-build --disable-swift-testing $(SANITIZE_TSAN) --filter '$(CONCURRENCY_TESTS)'
 
 # The main job on the bundled examples.
 # The product's main job on the bundled example: package → compressed package → one artifact

@@ -23,7 +23,7 @@
         if (xi == 1 && zi == 1) { KILN_ROW_LOOP for (size_t i = 0; i < n; i++) { const T a = xr[i], b = zr[i]; yr[i] = (OUT)(expr); } } \
         else if (xi == 1 && zi == 0) { const T b = zr[0]; KILN_ROW_LOOP for (size_t i = 0; i < n; i++) { const T a = xr[i]; yr[i] = (OUT)(expr); } } \
         else if (xi == 0 && zi == 1) { const T a = xr[0]; KILN_ROW_LOOP for (size_t i = 0; i < n; i++) { const T b = zr[i]; yr[i] = (OUT)(expr); } } \
-        else { for (size_t i = 0; i < n; i++) { const T a = xr[i * xi], b = zr[i * zi]; yr[i] = (OUT)(expr); } } \
+        else { for (ptrdiff_t i = 0; i < (ptrdiff_t)n; i++) { const T a = xr[i * xi], b = zr[i * zi]; yr[i] = (OUT)(expr); } } \
     } while (0)
 
 static inline __attribute__((always_inline)) int64_t kiln_floor_div_i64(int64_t a, int64_t b) {
@@ -120,6 +120,8 @@ static inline __attribute__((always_inline)) void kiln_binary_nd_body(int op, in
                                                                       const ptrdiff_t *zs, void *y) {
     const size_t es = kiln_dtype_size(dtype), ys = kiln_is_predicate(op) ? 1 : es;
     if (rank == 0) { kiln_binary_row(op, dtype, 1, x, 0, z, 0, y); return; }
+    // An empty output reads nothing (a broadcast row would otherwise load its one operand).
+    for (size_t d = 0; d < rank; d++) if (shape[d] == 0) return;
     const size_t n = shape[rank - 1];
     const ptrdiff_t xi = xs[rank - 1], zi = zs[rank - 1];
     size_t rows = 1;

@@ -19,7 +19,9 @@ static inline __attribute__((always_inline)) float kiln_exp(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    const int32_t bits = ((int32_t)n + 127) << 23;
+    // NaN passes the clamp; it must not reach the int conversion (undefined in C), and the
+    // polynomial already carries it to the result.
+    const int32_t bits = ((int32_t)(n == n ? n : 0.0f) + 127) << 23;
     float scale;
     __builtin_memcpy(&scale, &bits, sizeof scale);
     return p * scale;

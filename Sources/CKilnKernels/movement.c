@@ -4,27 +4,30 @@
 
 #include <string.h>
 
-static inline void kiln_copy_elements(size_t size, size_t n, const char *x, ptrdiff_t xs, char *y, ptrdiff_t ys) {
-    if (xs == (ptrdiff_t)size && ys == (ptrdiff_t)size) { memcpy(y, x, n * size); return; }
+// Strides may be negative (reversed slices), so every offset is a signed product: a size_t index
+// times a negative stride would wrap, which C leaves undefined for pointer arithmetic.
+static inline void kiln_copy_elements(size_t size, size_t count, const char *x, ptrdiff_t xs, char *y, ptrdiff_t ys) {
+    if (xs == (ptrdiff_t)size && ys == (ptrdiff_t)size) { memcpy(y, x, count * size); return; }
+    const ptrdiff_t n = (ptrdiff_t)count;
     switch (size) {
-    case 4: for (size_t i = 0; i < n; i++) *(uint32_t *)(y + i * ys) = *(const uint32_t *)(x + i * xs); return;
-    case 8: for (size_t i = 0; i < n; i++) *(uint64_t *)(y + i * ys) = *(const uint64_t *)(x + i * xs); return;
-    case 2: for (size_t i = 0; i < n; i++) *(uint16_t *)(y + i * ys) = *(const uint16_t *)(x + i * xs); return;
-    case 1: for (size_t i = 0; i < n; i++) y[i * ys] = x[i * xs]; return;
-    default: for (size_t i = 0; i < n; i++) memcpy(y + i * ys, x + i * xs, size); return;
+    case 4: for (ptrdiff_t i = 0; i < n; i++) *(uint32_t *)(y + i * ys) = *(const uint32_t *)(x + i * xs); return;
+    case 8: for (ptrdiff_t i = 0; i < n; i++) *(uint64_t *)(y + i * ys) = *(const uint64_t *)(x + i * xs); return;
+    case 2: for (ptrdiff_t i = 0; i < n; i++) *(uint16_t *)(y + i * ys) = *(const uint16_t *)(x + i * xs); return;
+    case 1: for (ptrdiff_t i = 0; i < n; i++) y[i * ys] = x[i * xs]; return;
+    default: for (ptrdiff_t i = 0; i < n; i++) memcpy(y + i * ys, x + i * xs, size); return;
     }
 }
 
 // A 2-D transposing copy in 16x16 blocks (both strides non-unit in one operand each).
 static void kiln_copy_2d_blocked(size_t size, size_t rows, size_t cols, const char *x, ptrdiff_t xr, ptrdiff_t xc, char *y,
                                  ptrdiff_t yr, ptrdiff_t yc) {
-    const size_t t = 16;
-    for (size_t r0 = 0; r0 < rows; r0 += t) {
-        const size_t r1 = r0 + t < rows ? r0 + t : rows;
-        for (size_t c0 = 0; c0 < cols; c0 += t) {
-            const size_t c1 = c0 + t < cols ? c0 + t : cols;
-            for (size_t r = r0; r < r1; r++)
-                kiln_copy_elements(size, c1 - c0, x + r * xr + c0 * xc, xc, y + r * yr + c0 * yc, yc);
+    const ptrdiff_t t = 16, nr = (ptrdiff_t)rows, nc = (ptrdiff_t)cols;
+    for (ptrdiff_t r0 = 0; r0 < nr; r0 += t) {
+        const ptrdiff_t r1 = r0 + t < nr ? r0 + t : nr;
+        for (ptrdiff_t c0 = 0; c0 < nc; c0 += t) {
+            const ptrdiff_t c1 = c0 + t < nc ? c0 + t : nc;
+            for (ptrdiff_t r = r0; r < r1; r++)
+                kiln_copy_elements(size, (size_t)(c1 - c0), x + r * xr + c0 * xc, xc, y + r * yr + c0 * yc, yc);
         }
     }
 }
@@ -45,7 +48,7 @@ void kiln_copy_nd__scalar(size_t size, size_t rank, const size_t *shape, const v
             const size_t a = rank - 2, b = rank - 1;
             const int transposing = xs[b] != (ptrdiff_t)size && ys[b] == (ptrdiff_t)size && shape[a] > 1;
             if (transposing) kiln_copy_2d_blocked(size, shape[a], shape[b], xp, xs[a], xs[b], yp, ys[a], ys[b]);
-            else for (size_t i = 0; i < shape[a]; i++) kiln_copy_elements(size, shape[b], xp + i * xs[a], xs[b], yp + i * ys[a], ys[b]);
+            else for (ptrdiff_t i = 0; i < (ptrdiff_t)shape[a]; i++) kiln_copy_elements(size, shape[b], xp + i * xs[a], xs[b], yp + i * ys[a], ys[b]);
         } else {
             kiln_copy_elements(size, shape[rank - 1], xp, xs[rank - 1], yp, ys[rank - 1]);
         }

@@ -7,6 +7,9 @@
 #include "../../Sources/CKilnKernels/kiln_unary.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,8 +123,45 @@ static void check_ukernel(const char *name) {
     free(a); free(b); free(col); free(row); free(got); free(want);
 }
 
+// The thread pool: callers on several threads at once (all but one find it busy and run inline),
+// jobs of every size; each index must run exactly once, and a job must be complete when
+// kiln_parallel_for returns.
+struct pool_job { _Atomic int hits[64]; };
+
+static void pool_task(void *ctx, size_t i) {
+    struct pool_job *job = ctx;
+    volatile unsigned spin = 0;
+    for (unsigned k = 0; k < (unsigned)(i % 7) * 50; k++) spin += k;
+    atomic_fetch_add(&job->hits[i], 1);
+}
+
+static _Atomic int pool_failures;
+
+static void *pool_caller(void *arg) {
+    unsigned state = (unsigned)(uintptr_t)arg;
+    for (int j = 0; j < 3000; j++) {
+        struct pool_job job;
+        const size_t n = 1 + (size_t)(value(&state) * 31.5f + 32.0f) % 64;
+        for (size_t i = 0; i < 64; i++) atomic_init(&job.hits[i], 0);
+        kiln_parallel_for(n, pool_task, &job);
+        for (size_t i = 0; i < 64; i++)
+            if (atomic_load(&job.hits[i]) != (i < n ? 1 : 0)) { atomic_fetch_add(&pool_failures, 1); break; }
+    }
+    return NULL;
+}
+
+static void check_pool(void) {
+    pthread_t t[4];
+    for (uintptr_t i = 0; i < 4; i++) pthread_create(&t[i], NULL, pool_caller, (void *)(i * 977 + 1));
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    cases += 4 * 3000;
+    failures += atomic_load(&pool_failures);
+    printf("thread pool: %s\n", atomic_load(&pool_failures) ? "MISMATCH (an index ran twice, or not at all)" : "every index once");
+}
+
 int main(void) {
     check_hwcap();
+    check_pool();
     printf("features of this CPU: %#x\n", kiln_cpu_features());
     check_ukernel("f32_gemm_4x8__scalar");
     check_ukernel("f32_gemm_4x16__scalar");

@@ -103,7 +103,9 @@ public struct NDArray: @unchecked Sendable {
         var s = 1
         for i in shape.indices.reversed() {
             strides[i] = s
-            s *= max(shape[i], 1)
+            // Wrapping: the product only overflows for an empty array (a 0 dim beside huge ones,
+            // whose element count is 0), and no stride of an empty array is ever used.
+            s &*= max(shape[i], 1)
         }
         return strides
     }
