@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets of Fuzz/ (Kiln's modules and the targets with
 # -sanitize=fuzzer,address; C code with ASan and coverage), links one binary per target, makes
 # seed corpora from the fixtures and runs each target for FUZZ_RUNS executions (default 1,000,000)
-# or FUZZ_SECONDS seconds, whichever comes first. A crash stops with libFuzzer's report and the input in
+# or FUZZ_SECONDS seconds, whichever comes first; FUZZ_SEED for a repeatable run. A crash stops with libFuzzer's report and the input in
 # .build/fuzz/crashes/; make it a regression file in Tests/Fixtures.
 set -eu
 cd "$(dirname "$0")/.."
@@ -44,6 +44,8 @@ for t in $TARGETS; do
   # FUZZ_RUNS (default 1,000,000) executions, or FUZZ_SECONDS, whichever comes first.
   limit="-runs=${FUZZ_RUNS:-1000000}"
   if [ -n "${FUZZ_SECONDS:-}" ]; then limit="$limit -max_total_time=$FUZZ_SECONDS"; fi
+  # FUZZ_SEED fixes libFuzzer's mutation sequence (CI uses one, so a run is repeatable).
+  if [ -n "${FUZZ_SEED:-}" ]; then limit="$limit -seed=$FUZZ_SEED"; fi
   rm -f "$OUT/crashes/$t-"*
   echo "== $t"
   "$OUT/$t" "$C/$t" $limit -max_len=65536 -rss_limit_mb=4096 -artifact_prefix="$OUT/crashes/$t-" -print_final_stats=1 2>&1 \
