@@ -48,7 +48,9 @@ for t in $TARGETS; do
   if [ -n "${FUZZ_SEED:-}" ]; then limit="$limit -seed=$FUZZ_SEED"; fi
   rm -f "$OUT/crashes/$t-"*
   echo "== $t"
-  "$OUT/$t" "$C/$t" $limit -max_len=65536 -rss_limit_mb=4096 -artifact_prefix="$OUT/crashes/$t-" -print_final_stats=1 2>&1 \
+  # Artifacts are larger than the other inputs: their seeds must fit whole.
+  max_len=65536; [ "$t" = FuzzArtifact ] && max_len=262144
+  "$OUT/$t" "$C/$t" $limit -max_len=$max_len -rss_limit_mb=4096 -artifact_prefix="$OUT/crashes/$t-" -print_final_stats=1 2>&1 \
     | grep -E "^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)" || true
   ls "$OUT/crashes/$t-"* >/dev/null 2>&1 && { echo "$t: crash inputs in $OUT/crashes"; exit 1; }
 done

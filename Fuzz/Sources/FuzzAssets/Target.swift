@@ -12,7 +12,8 @@ let placed: Bool = {
     return true
 }()
 
-/// An `assets.json` beside a fixed artifact: the directory's selection report and load.
+/// An `assets.json` beside a fixed artifact: the directory's selection report (inputs of even
+/// length) or its load (odd), which selects the same way and then verifies and maps the choice.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ input: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     guard let data = input else { return 0 }
@@ -22,7 +23,10 @@ public func fuzz(_ input: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var options = ModelLoadOptions()
     options.threads = 1
     options.rememberVerifiedFiles = false
-    _ = try? Model.explainSelection(inDirectory: dir, options: options)
+    if size % 2 == 0 {
+        _ = try? Model.explainSelection(inDirectory: dir, options: options)
+        return 0
+    }
     let done = Box()
     Task {
         _ = try? await Model.load(contentsOf: .init(fileURLWithPath: dir), options: options)
