@@ -35,6 +35,15 @@ PY
 "$KILN" compile examples/TinyClassifier.kiln --arch x86_64 -o "$OUT/seed/c" >/dev/null
 "$KILN" compile examples/TinyEncoder.kiln --arch x86_64 -o "$OUT/seed/e" >/dev/null
 cp "$OUT/seed/c/TinyClassifier.x86_64.compiled" "$OUT/seed/e/TinyEncoder.x86_64.compiled" "$C/FuzzArtifact/"
+# Small artifacts, one per op fixture that converts and compiles, so mutations reach every kernel
+# family quickly (the examples are 72 and 201 KiB; these are mostly under 4 KiB).
+mkdir -p "$OUT/seed/ops"
+for f in Tests/Fixtures/onnx/ops/*.onnx; do
+  n=$(basename "$f" .onnx)
+  "$KILN" convert "$f" -o "$OUT/seed/ops/$n.kiln" >/dev/null 2>&1 || continue
+  "$KILN" compile "$OUT/seed/ops/$n.kiln" --arch x86_64 -o "$OUT/seed/ops/$n" >/dev/null 2>&1 || continue
+  cp "$OUT/seed/ops/$n/$n.x86_64.compiled" "$C/FuzzArtifact/op-$n.compiled" 2>/dev/null || true
+done
 cp "$OUT/seed/c/assets.json" "$C/FuzzAssets/classifier.json"
 export KILN_FUZZ_ARTIFACT="$PWD/$OUT/seed/c/TinyClassifier.x86_64.compiled"
 objects() { for m in KilnFormat KilnReference KilnCompiler KilnCompression KilnONNX KilnRuntime CKilnSpecs CKilnHash CKilnKernels FuzzSupport "$1"; do ls "$B/$m.build/"*.o; done; }

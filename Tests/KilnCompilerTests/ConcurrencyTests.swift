@@ -82,3 +82,30 @@ final class ConcurrentLoaderTests: XCTestCase {
         }
     }
 }
+
+/// Artifacts `make fuzz` found crashing (checksums made valid, so they load): each run on zero
+/// inputs is now a clear error. The map must name every file of `Tests/Fixtures/fuzz/artifact`.
+final class FuzzArtifactRegressionTests: XCTestCase {
+    func testFuzzFoundArtifactsRunToClearErrors() async throws {
+        let dir = "\(repositoryRoot)/Tests/Fixtures/fuzz/artifact"
+        let expected = ["gru_weights_not_float32.x86_64.compiled": "R must be float32, got bool"]
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".compiled") }.sorted()
+        XCTAssertEqual(files, expected.keys.sorted())
+        for file in files {
+            var options = ModelLoadOptions()
+            options.rememberVerifiedFiles = false
+            let model = try await Model.load(contentsOf: URL(fileURLWithPath: "\(dir)/\(file)"), options: options)
+            let main = try await model.loadFunction(named: model.functionNames[0])!
+            var inputs: [String: NDArray] = [:]
+            for d in main.descriptor.inputs {
+                inputs[d.name] = NDArray(shape: d.shape.map { $0.size ?? 1 }, scalarType: d.scalarType)
+            }
+            do {
+                _ = try await main.run(inputs: inputs)
+                XCTFail("\(file): expected an error")
+            } catch {
+                XCTAssertTrue("\(error)".contains(expected[file]!), "\(file): \(error)")
+            }
+        }
+    }
+}

@@ -85,6 +85,9 @@ enum Recurrent {
             if let t, t.shape != (c.batchFirst ? [batch, dirs, h] : stateShape) { throw OpError("\(name) has shape \(t.shape)") }
         }
         if let p, p.shape != [dirs, 3 * h] { throw OpError("P must be [\(dirs), \(3 * h)]") }
+        for (t, name) in [(w, "W"), (r, "R"), (b, "B"), (h0, "initial_h"), (c0, "initial_c"), (p, "P")] {
+            if let t, t.scalarType != .float32 { throw OpError("\(name) must be float32, got \(t.scalarType.rawValue)") }
+        }
         let initialH = h0.map { c.batchFirst ? $0.transposed([1, 0, 2]).contiguous() : $0 }
         let initialC = c0.map { c.batchFirst ? $0.transposed([1, 0, 2]).contiguous() : $0 }
         let px = x.f32, pw = w.f32, pr = r.f32, pb = b?.f32, pp = p?.f32
