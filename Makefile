@@ -8,7 +8,7 @@ BIN           = .build/$(CONFIG)
 KILN          = $(BIN)/kiln
 PROTOS        = $(wildcard specs/*.proto)
 SPECS_DIR     = Sources/CKilnSpecs
-APT_PACKAGES  = libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
+APT_PACKAGES  = libprotobuf-c-dev protobuf-c-compiler zlib1g-dev python3-venv
 # The arm64 kernels run under qemu on x86-64 hosts (`make kernels-check`).
 ifeq ($(shell uname -m),x86_64)
 APT_PACKAGES += qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
@@ -19,7 +19,7 @@ CLANG        ?= $(or $(wildcard $(dir $(realpath $(shell command -v $(SWIFT))))c
 KERNELS_C     = $(wildcard Sources/CKilnKernels/*.c) Tests/Native/kernels_check.c
 CHECK_DIR     = .build/kernels-check
 
-.PHONY: all deps models build test kernels-check fuzz fuzz-ci sanitize run examples fixtures proto check-generated clean
+.PHONY: all deps models build test conformance kernels-check fuzz fuzz-ci sanitize run examples fixtures proto check-generated clean
 
 all: build
 
@@ -70,6 +70,16 @@ kernels-check: deps
 	  echo "qemu-aarch64 -cpu max:"; qemu-aarch64 -cpu max $(CHECK_DIR)/arm64-check; \
 	  echo "qemu-aarch64 -cpu cortex-a53:"; qemu-aarch64 -cpu cortex-a53 $(CHECK_DIR)/arm64-check; \
 	fi
+
+# The ONNX backend node cases (onnx pinned in tools/conformance.py, written once into
+# .build/conformance with onnxruntime's verdicts), each converted, run by the reference
+# interpreter and by a host artifact; fails on any result that differs from
+# Tests/Conformance/expected-failures.tsv, a list that may only shrink. After a fix:
+# `make conformance CONFORMANCE_FLAGS=--update` rewrites it.
+conformance: deps
+	python3 tools/conformance.py
+	$(SWIFT) build $(SWIFT_FLAGS) --product KilnConformance
+	$(BIN)/KilnConformance .build/conformance/cases.json --expected Tests/Conformance/expected-failures.tsv $(CONFORMANCE_FLAGS)
 
 # libFuzzer targets (Fuzz/) for the package reader, the ONNX importer, the artifact loader (load,
 # prepare, run), .npy, compression configs and assets.json: FUZZ_RUNS executions each (default

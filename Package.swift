@@ -61,6 +61,10 @@ let package = Package(
             dependencies: ["KilnRuntime", "KilnCompiler", "KilnReference", "KilnONNX", "KilnCompression", "KilnFormat"]
         ),
         .executableTarget(
+            name: "KilnConformance",
+            dependencies: ["KilnRuntime", "KilnCompiler", "KilnReference", "KilnONNX", "KilnFormat"]
+        ),
+        .executableTarget(
             name: "KilnExamples",
             dependencies: ["KilnFormat", "CKilnSpecs"]
         ),

@@ -55,8 +55,8 @@ def f32(*shape):
     return rng.uniform(-1, 1, size=shape).astype(np.float32)
 
 
-def model(nodes, inputs, outputs, inits=(), opset=17, **kw):
-    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+def model(nodes, inputs, outputs, inits=(), opset=17, value_info=(), **kw):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits), value_info=list(value_info))
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], **kw)
 
 
@@ -189,6 +189,26 @@ with open(os.path.join(OUT, "wrong_wire_type.onnx"), "wb") as f:
     f.write(bytes([0x08, 0x08, 0x38, 0x05]))
 with open(os.path.join(OUT, "not_onnx.onnx"), "wb") as f:
     f.write(b"this is not a protobuf \xff\xff\xff\xff")
+
+# A Reshape target from arithmetic on Shape (batch·seq, heads = 384 / 64, -1), then a MatMul: a
+# value info that declares -1 dims (invalid, accepted by onnxruntime) must not hide the 64.
+save("shape_arithmetic_reshape", model(
+    [helper.make_node("Shape", ["x"], ["s"]),
+     helper.make_node("Constant", [], ["i0"], value=i64(0)), helper.make_node("Constant", [], ["i1"], value=i64(1)),
+     helper.make_node("Gather", ["s", "i0"], ["b"], axis=0), helper.make_node("Gather", ["s", "i1"], ["t"], axis=0),
+     helper.make_node("Mul", ["b", "t"], ["bt"]),
+     helper.make_node("Constant", [], ["hidden"], value=i64(384)), helper.make_node("Constant", [], ["size"], value=i64(64)),
+     helper.make_node("Div", ["hidden", "size"], ["heads"]),
+     helper.make_node("Constant", [], ["ax"], value=i64([0])),
+     helper.make_node("Unsqueeze", ["bt", "ax"], ["btu"]), helper.make_node("Unsqueeze", ["heads", "ax"], ["hu"]),
+     helper.make_node("Constant", [], ["rest"], value=i64([-1])),
+     helper.make_node("Concat", ["btu", "hu", "rest"], ["target"], axis=0),
+     helper.make_node("Reshape", ["x", "target"], ["r"]),
+     helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(f32(64, 16))),
+     helper.make_node("MatMul", ["r", "w"], ["y"])],
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 384])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", 6, 16])],
+    value_info=[helper.make_tensor_value_info("r", TensorProto.FLOAT, [-1, -1, 64])]), {"x": f32(2, 5, 384)}, check=False)
 
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))

@@ -50,6 +50,15 @@ KILN_OP = {
     "DepthToSpace": "depth_to_space", "SpaceToDepth": "space_to_depth", "Shape": "shape",
     "Size": "size", "ConstantOfShape": "constant_of_shape", "Range": "range", "CumSum": "cumsum",
     "TopK": "top_k", "Einsum": "einsum", "Identity": "identity", "LSTM": "lstm", "GRU": "gru",
+    "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh",
+    "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh", "Softplus": "softplus",
+    "Softsign": "softsign", "Mish": "mish", "Sign": "sign", "Elu": "elu", "Celu": "celu", "Selu": "selu",
+    "ThresholdedRelu": "thresholded_relu", "Shrink": "shrink", "Mod": "mod", "BitShift": "bit_shift",
+    "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor", "BitwiseNot": "bitwise_not",
+    "PRelu": "prelu", "Trilu": "trilu", "ReduceL1": "reduce_l1", "ReduceSumSquare": "reduce_sum_square",
+    "ReduceLogSum": "reduce_log_sum", "ReduceLogSumExp": "reduce_log_sum_exp", "CumProd": "cumprod",
+    "Hardmax": "hardmax", "ScatterElements": "scatter_elements", "OneHot": "one_hot", "EyeLike": "eye_like",
+    "Compress": "compress",
 }
 ATTR_RENAME = {"transA": "trans_a", "transB": "trans_b"}
 DTYPE = {"float32": "float32", "float16": "float16", "float64": "float64", "int64": "int64",
@@ -81,7 +90,7 @@ def tensor_json(a):
 
 
 def kiln_attr(name, value):
-    if name == "to":
+    if name in ("to", "dtype"):
         return {"dtype": ONNX_TO_KILN_DTYPE[value]}
     if isinstance(value, onnx.TensorProto):
         return {"tensor": tensor_json(numpy_helper.to_array(value))}
@@ -141,7 +150,7 @@ def case(name, op, inputs, attrs=None, outputs=1, static=None, kiln_attrs=None, 
     kattrs = {ATTR_RENAME.get(k, k): kiln_attr(k, v) for k, v in attrs.items()}
     static = static or {}
     for i, a in enumerate(inputs):
-        if i in static and static[i] in ("k",):
+        if i in static and static[i] in ("k", "axis", "depth"):
             kattrs[static[i]] = {"int": int(np.asarray(a).reshape(-1)[0])}
             kiln_inputs.append(None)
         elif i in static:
@@ -526,6 +535,51 @@ manual("linear_empty_batch", "linear", [np.zeros((0, 5), dtype=np.float32), lw, 
 lit = np.array([[1.5, -2.0], [0.25, 8.0]], dtype=np.float32)
 manual("constant", "constant", [], {"value": {"tensor": tensor_json(lit)}}, [lit])
 manual("constant_int64", "constant", [], {"value": {"tensor": tensor_json(i64([4, -1]))}}, [i64([4, -1])])
+
+# Added with op set additions (kept last so the cases above keep their random values).
+u = f32(2, 3, 4, lo=-0.9, hi=0.9)
+for op in ["Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Atanh", "Softplus", "Softsign", "Mish", "Sign"]:
+    case(op.lower(), op, [u], opset=22 if op != "Sign" else OPSET)
+case("acosh", "Acosh", [f32(2, 3, lo=1.0, hi=5.0)], opset=22)
+case("softplus_large", "Softplus", [np.array([-100.0, -20.0, 0.0, 20.0, 100.0], dtype=np.float32)], opset=22)
+case("sign_int64", "Sign", [i64([-7, 0, 3])])
+case("elu", "Elu", [x], {"alpha": 0.5}, opset=22)
+case("celu", "Celu", [x], {"alpha": 2.0})
+case("selu", "Selu", [x], opset=22)
+case("thresholded_relu", "ThresholdedRelu", [x], {"alpha": 0.5}, opset=22)
+case("shrink", "Shrink", [x], {"bias": 0.5, "lambd": 1.0})
+case("prelu", "PRelu", [f32(2, 3, 4, lo=-2, hi=2), f32(3, 1)])
+case("mod_int64", "Mod", [i64([-7, -3, 5, 7, 0]), i64([3, -2, -3, 2, 5])])
+case("mod_int32_fmod", "Mod", [np.array([-7, -3, 5, 7], dtype=np.int32), np.array([3, -2, -3, 2], dtype=np.int32)], {"fmod": 1})
+case("mod_float_fmod", "Mod", [f32(2, 3, lo=-5, hi=5), f32(2, 3, lo=0.5, hi=2)], {"fmod": 1})
+case("bit_shift_left", "BitShift", [np.array([1, 2, 16, 255], dtype=np.uint8), np.array([1, 2, 3, 1], dtype=np.uint8)], {"direction": "LEFT"})
+case("bit_shift_right", "BitShift", [np.array([1, 2, 16, 255], dtype=np.uint8), np.array([1, 1, 3, 4], dtype=np.uint8)], {"direction": "RIGHT"})
+for op in ["BitwiseAnd", "BitwiseOr", "BitwiseXor"]:
+    case(op.lower(), op, [np.array([[5, -3, 12]], dtype=np.int32), np.array([[3], [-1]], dtype=np.int32)])
+case("bitwise_not", "BitwiseNot", [i64([0, -1, 7])])
+tri = f32(2, 4, 5)
+case("trilu_upper", "Trilu", [tri])
+case("trilu_lower_k", "Trilu", [tri, i64(-1)], {"upper": 0})
+case("trilu_upper_static_k", "Trilu", [tri, i64(2)], static={1: "k"})
+rr = f32(3, 4, 5, lo=0.1, hi=2)
+for op in ["ReduceL1", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]:
+    n = {"ReduceL1": "l1", "ReduceSumSquare": "sum_square", "ReduceLogSum": "log_sum", "ReduceLogSumExp": "log_sum_exp"}[op]
+    case(f"reduce_{n}_axes", op, [rr, i64([1])])
+    case(f"reduce_{n}_all_nokeep", op, [rr], {"keepdims": 0})
+case("reduce_log_sum_exp_large", "ReduceLogSumExp", [np.array([[1000.0, 1000.0], [-1000.0, 0.0]], dtype=np.float32), i64([1])])
+case("cumprod", "CumProd", [f32(3, 4, lo=0.5, hi=1.5), np.array(1, dtype=np.int32)], static={1: "axis"}, opset=26)
+case("cumprod_exclusive_reverse", "CumProd", [f32(3, 4, lo=0.5, hi=1.5), i64(0)], {"exclusive": 1, "reverse": 1}, opset=26)
+case("hardmax", "Hardmax", [np.array([[1.0, 3.0, 3.0], [-1.0, -2.0, -3.0]], dtype=np.float32)])
+case("hardmax_axis0", "Hardmax", [f32(3, 4)], {"axis": 0})
+sdata = f32(3, 4)
+case("scatter_elements", "ScatterElements", [sdata, i64([[1, 0, 2, -1]]), f32(1, 4)], {"axis": 0})
+case("scatter_elements_add", "ScatterElements", [sdata, i64([[0, 0], [2, 2]]), f32(2, 2)], {"axis": 1, "reduction": "add"})
+case("one_hot", "OneHot", [i64([[0, 2], [-1, 5]]), i64(4), np.array([0.0, 1.0], dtype=np.float32)], static={1: "depth"})
+case("one_hot_axis0", "OneHot", [i64([1, 0, 3]), i64(3), i64([-1, 7])], {"axis": 0}, static={1: "depth"})
+case("eye_like", "EyeLike", [f32(3, 4)], {"k": 1})
+case("eye_like_int", "EyeLike", [f32(4, 3)], {"k": -1, "dtype": TensorProto.INT64})
+case("compress_axis", "Compress", [f32(3, 4), np.array([True, False, True])], {"axis": 0})
+case("compress_flat", "Compress", [f32(2, 3), np.array([False, True, True, False, True])])
 
 with open(OUT, "w") as f:
     json.dump({"generator": "tools/make_op_fixtures.py", "onnxruntime": ort.__version__, "opset": OPSET, "cases": cases},

@@ -26,11 +26,11 @@
         else { for (ptrdiff_t i = 0; i < (ptrdiff_t)n; i++) { const T a = xr[i * xi], b = zr[i * zi]; yr[i] = (OUT)(expr); } } \
     } while (0)
 
-static inline __attribute__((always_inline)) int64_t kiln_floor_div_i64(int64_t a, int64_t b) {
+/* Integer division truncates toward zero (the op set's rule, as in C); INT64_MIN / -1 wraps. */
+static inline __attribute__((always_inline)) int64_t kiln_trunc_div_i64(int64_t a, int64_t b) {
     if (b == 0) return 0;
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
-    return q;
+    if (b == -1) return (int64_t)(0ULL - (uint64_t)a);
+    return a / b;
 }
 
 static inline __attribute__((always_inline)) int64_t kiln_mod_i64(int64_t a, int64_t b) {
@@ -65,7 +65,7 @@ static inline __attribute__((always_inline)) void kiln_binary_row(int op, int dt
         case KILN_BINARY_ADD: KILN_ROW(int64_t, int64_t, (int64_t)((uint64_t)a + (uint64_t)b)); return;
         case KILN_BINARY_SUB: KILN_ROW(int64_t, int64_t, (int64_t)((uint64_t)a - (uint64_t)b)); return;
         case KILN_BINARY_MUL: KILN_ROW(int64_t, int64_t, (int64_t)((uint64_t)a * (uint64_t)b)); return;
-        case KILN_BINARY_DIV: KILN_ROW(int64_t, int64_t, kiln_floor_div_i64(a, b)); return;
+        case KILN_BINARY_DIV: KILN_ROW(int64_t, int64_t, kiln_trunc_div_i64(a, b)); return;
         case KILN_BINARY_MAX: KILN_ROW(int64_t, int64_t, a > b ? a : b); return;
         case KILN_BINARY_MIN: KILN_ROW(int64_t, int64_t, a < b ? a : b); return;
         case KILN_BINARY_MOD: KILN_ROW(int64_t, int64_t, kiln_mod_i64(a, b)); return;
@@ -81,7 +81,7 @@ static inline __attribute__((always_inline)) void kiln_binary_row(int op, int dt
         case KILN_BINARY_ADD: KILN_ROW(int32_t, int32_t, (int32_t)((uint32_t)a + (uint32_t)b)); return;
         case KILN_BINARY_SUB: KILN_ROW(int32_t, int32_t, (int32_t)((uint32_t)a - (uint32_t)b)); return;
         case KILN_BINARY_MUL: KILN_ROW(int32_t, int32_t, (int32_t)((uint32_t)a * (uint32_t)b)); return;
-        case KILN_BINARY_DIV: KILN_ROW(int32_t, int32_t, (int32_t)kiln_floor_div_i64(a, b)); return;
+        case KILN_BINARY_DIV: KILN_ROW(int32_t, int32_t, (int32_t)kiln_trunc_div_i64(a, b)); return;
         case KILN_BINARY_MAX: KILN_ROW(int32_t, int32_t, a > b ? a : b); return;
         case KILN_BINARY_MIN: KILN_ROW(int32_t, int32_t, a < b ? a : b); return;
         case KILN_BINARY_MOD: KILN_ROW(int32_t, int32_t, (int32_t)kiln_mod_i64(a, b)); return;

@@ -40,7 +40,8 @@ static inline __attribute__((always_inline)) void kiln_unary_apply(int op, size_
     case KILN_UNARY_GELU: KILN_MAP(kiln_gelu(x[i]));
     case KILN_UNARY_GELU_TANH:
         KILN_MAP(0.5f * x[i] * (1.0f + kiln_tanh(0.7978845608028654f * (x[i] + 0.044715f * x[i] * x[i] * x[i]))));
-    case KILN_UNARY_CLIP: KILN_MAP(x[i] < alpha ? alpha : (x[i] > beta ? beta : x[i]));
+    /* min(max(x, lo), hi): bounds that cross give hi, as NumPy's clip; NaN stays NaN. */
+    case KILN_UNARY_CLIP: KILN_MAP((x[i] < alpha ? alpha : x[i]) > beta ? beta : (x[i] < alpha ? alpha : x[i]));
     case KILN_UNARY_SIGMOID: KILN_MAP(kiln_sigmoid(x[i]));
     case KILN_UNARY_SILU: KILN_MAP(x[i] * kiln_sigmoid(x[i]));
     case KILN_UNARY_TANH: KILN_MAP(kiln_tanh(x[i]));

@@ -11,7 +11,9 @@ struct NodeConverter {
     static let supported: Set<String> = Set(direct.keys).union([
         "Identity", "Dropout", "Constant", "Clip", "Cast", "Gemm", "Conv", "ConvTranspose", "BatchNormalization",
         "InstanceNormalization", "LayerNormalization", "Softmax", "LogSoftmax", "MaxPool", "AveragePool",
-        "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "Reshape", "Squeeze",
+        "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceL1", "ReduceSumSquare",
+        "ReduceLogSum", "ReduceLogSumExp", "CastLike", "Trilu", "CumProd", "Hardmax", "ScatterElements", "Scatter", "OneHot",
+        "EyeLike", "Compress", "RMSNormalization", "Swish", "LpNormalization", "Reshape", "Squeeze",
         "Unsqueeze", "Split", "Slice", "Expand", "Tile", "Pad", "Resize", "Upsample", "TopK", "CumSum",
         "ConstantOfShape", "Shape", "Size", "Range", "Flatten", "Concat", "Gather", "Transpose", "LSTM", "GRU",
     ])
@@ -28,6 +30,18 @@ struct NodeConverter {
         "GlobalMaxPool": "global_max_pool", "ArgMax": "argmax", "ArgMin": "argmin", "GatherElements": "gather_elements",
         "GatherND": "gather_nd", "ScatterND": "scatter_nd", "DepthToSpace": "depth_to_space",
         "SpaceToDepth": "space_to_depth", "Einsum": "einsum",
+        "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh",
+        "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh", "Softplus": "softplus", "Softsign": "softsign", "Mish": "mish",
+        "Sign": "sign", "Elu": "elu", "Celu": "celu", "Selu": "selu", "ThresholdedRelu": "thresholded_relu", "Shrink": "shrink",
+        "Mod": "mod", "BitShift": "bit_shift", "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor",
+        "BitwiseNot": "bitwise_not", "PRelu": "prelu",
+    ]
+
+    /// Kiln's name of each ONNX reduction.
+    static let reductions: [String: String] = [
+        "ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max", "ReduceMin": "reduce_min",
+        "ReduceProd": "reduce_prod", "ReduceL2": "reduce_l2", "ReduceL1": "reduce_l1", "ReduceSumSquare": "reduce_sum_square",
+        "ReduceLogSum": "reduce_log_sum", "ReduceLogSumExp": "reduce_log_sum_exp",
     ]
 
     /// Attributes of an ONNX node as Kiln attributes (ints, floats, strings, tensors).
@@ -191,6 +205,11 @@ struct NodeConverter {
         return fallback
     }
 
+    func float(_ node: ONNXNode, _ name: String, _ fallback: Float) -> Float {
+        if case .float(let v)? = node.attributes[name] { return v }
+        return fallback
+    }
+
     func ints(_ node: ONNXNode, _ name: String) -> [Int]? {
         if case .ints(let v)? = node.attributes[name] { return v }
         return nil
@@ -289,17 +308,83 @@ struct NodeConverter {
             try emit(node, "instance_norm", node.inputs, try attributes(node, only: ["epsilon"]))
         case "LayerNormalization":
             try emit(node, "layer_norm", node.inputs, try attributes(node, only: ["axis", "epsilon"]), outputs: [node.outputs[0]])
-            try unusedOutputs(node, from: 1)
+            try layerNormStatistics(node)
+        case "Hardmax":
+            guard let t = try type(input(node, 0)) else { throw c.fail("node '\(node.name)' reads an undefined value") }
+            let axis = int(node, "axis", c.opset >= 13 ? -1 : 1)
+            // Before opset 13 the input is seen as 2-D from `axis` on: the same as the last axis only when `axis` is the last.
+            let flat = try OpSet.flattenAxis(axis, rank: t.rank)
+            guard c.opset >= 13 || flat == t.rank - 1 else {
+                throw c.fail("node '\(node.name)' (Hardmax): opset \(c.opset)'s 2-D form over axis \(axis) of a rank-\(t.rank) input is not supported")
+            }
+            try emit(node, "hardmax", [input(node, 0)], ["axis": .int(c.opset >= 13 ? axis : -1)])
+        case "ScatterElements", "Scatter":
+            try emit(node, "scatter_elements", Array(node.inputs.prefix(3)), try attributes(node, only: ["axis", "reduction"]))
+        case "OneHot":
+            var attrs: [String: AttributeValue] = ["axis": .int(int(node, "axis", -1))]
+            var inputs = [input(node, 0), input(node, 1), input(node, 2)]
+            if let d = constant(input(node, 1)), d.elementCount == 1 {
+                attrs["depth"] = .int(Int(try floatValues(d)[0].rounded(.towardZero)))
+                inputs[1] = ""
+            }
+            try emit(node, "one_hot", inputs, attrs)
+        case "EyeLike":
+            var attrs: [String: AttributeValue] = ["k": .int(int(node, "k", 0))]
+            if case .int(let code)? = node.attributes["dtype"] {
+                guard var dtype = ONNXDecoder.dtypes[Int32(code)] else { throw c.fail("node '\(node.name)' (EyeLike): unsupported dtype \(code)") }
+                if dtype == .float64 { dtype = .float32 }
+                attrs["dtype"] = .dtype(dtype)
+            }
+            try emit(node, "eye_like", [input(node, 0)], attrs)
+        case "Compress":
+            try emit(node, "compress", Array(node.inputs.prefix(2)), try attributes(node, only: ["axis"]))
+        case "RMSNormalization":
+            try rmsNormalization(node)
+        case "Swish":
+            // x · sigmoid(alpha · x).
+            let x = input(node, 0)
+            guard let t = try type(x) else { throw c.fail("node '\(node.name)' reads an undefined value") }
+            let alpha = float(node, "alpha", 1)
+            var scaled = x
+            if alpha != 1 {
+                scaled = c.freshName("\(x)_scaled")
+                try emit(node, "mul", [x, try scalar(alpha, like: t.dtype, node)], [:], outputs: [scaled])
+            }
+            let gate = c.freshName("\(x)_gate")
+            try emit(node, "sigmoid", [scaled], [:], outputs: [gate])
+            try emit(node, "mul", [x, gate], [:])
+        case "LpNormalization":
+            // x / ‖x‖ₚ along axis (p = 1 or 2), 0 where the norm is 0.
+            let x = input(node, 0)
+            guard let t = try type(x) else { throw c.fail("node '\(node.name)' reads an undefined value") }
+            let p = int(node, "p", 2)
+            guard p == 1 || p == 2 else { throw c.fail("node '\(node.name)' (LpNormalization): p must be 1 or 2, got \(p)") }
+            let (norm, zero, isZero, ratio) = (c.freshName("\(x)_norm"), try scalar(0, like: t.dtype, node), c.freshName("\(x)_zero_norm"),
+                                               c.freshName("\(x)_ratio"))
+            try emit(node, p == 1 ? "reduce_l1" : "reduce_l2", [x], ["axes": .ints([int(node, "axis", -1)]), "keepdims": .int(1)], outputs: [norm])
+            try emit(node, "equal", [norm, zero], [:], outputs: [isZero])
+            try emit(node, "div", [x, norm], [:], outputs: [ratio])
+            try emit(node, "where", [isZero, zero, ratio], [:])
         case "Softmax", "LogSoftmax":
             try softmax(node)
-        case "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2":
+        case _ where NodeConverter.reductions[op] != nil:
             var attrs = try attributes(node, only: ["keepdims", "noop_with_empty_axes", "axes"])
             var inputs = [input(node, 0)]
             if !input(node, 1).isEmpty {
                 if let axes = try staticInts(node, 1) { attrs["axes"] = .ints(axes); inputs.append("") } else { inputs.append(input(node, 1)) }
             }
-            let name = "reduce_" + op.dropFirst(6).lowercased()
-            try emit(node, name, inputs, attrs)
+            try emit(node, NodeConverter.reductions[op]!, inputs, attrs)
+        case "CastLike":
+            // A cast to the second input's dtype (float64 held as float32, as for Cast).
+            guard let like = try type(input(node, 1)) else { throw c.fail("node '\(node.name)' (CastLike): the type of input 1 is unknown") }
+            try emit(node, "cast", [input(node, 0)], ["to": .dtype(like.dtype == .float64 ? .float32 : like.dtype)], elements: [elements(input(node, 0))])
+        case "Trilu":
+            var attrs = try attributes(node, only: ["upper"])
+            var inputs = [input(node, 0)]
+            if !input(node, 1).isEmpty {
+                if let k = try staticInts(node, 1), k.count == 1 { attrs["k"] = .int(k[0]); inputs.append("") } else { inputs.append(input(node, 1)) }
+            }
+            try emit(node, "trilu", inputs, attrs)
         case "Reshape":
             try reshape(node)
         case "Flatten":
@@ -347,11 +432,11 @@ struct NodeConverter {
             var inputs = [input(node, 0)]
             if let k = try staticInts(node, 1), k.count == 1 { attrs["k"] = .int(k[0]) } else if !input(node, 1).isEmpty { inputs.append(input(node, 1)) }
             try emit(node, "top_k", inputs, attrs)
-        case "CumSum":
+        case "CumSum", "CumProd":
             var attrs = try attributes(node, only: ["exclusive", "reverse"])
             var inputs = [input(node, 0)]
             if let a = try staticInts(node, 1), a.count == 1 { attrs["axis"] = .int(a[0]) } else { inputs.append(input(node, 1)) }
-            try emit(node, "cumsum", inputs, attrs)
+            try emit(node, op == "CumSum" ? "cumsum" : "cumprod", inputs, attrs)
         case "ConstantOfShape":
             var attrs = try attributes(node, only: ["value"])
             let e = elements(input(node, 0))
@@ -423,6 +508,61 @@ struct NodeConverter {
             default: return .unknown
             }
         }
+    }
+
+    /// A rank-0 constant of `value` in `dtype` (a float type, float64 held as float32), as a value name.
+    func scalar(_ value: Float, like dtype: DataType, _ node: ONNXNode) throws -> String {
+        let name = c.freshName("\(node.name)_constant")
+        switch dtype {
+        case .float32, .float64: c.values[name] = .constant(NDArray(shape: [], scalars: [value]))
+        case .float16: c.values[name] = .constant(NDArray(shape: [], scalars: [Float16(value)]))
+        case .bfloat16:
+            var x = NDArray(shape: [], scalarType: .bfloat16)
+            let bits = value.bitPattern
+            let rounded = UInt16(truncatingIfNeeded: (bits &+ 0x7FFF &+ ((bits >> 16) & 1)) >> 16)
+            x.withUnsafeMutableBytes { $0.storeBytes(of: rounded, as: UInt16.self) }
+            c.values[name] = .constant(x)
+        default: throw c.fail("node '\(node.name)' (\(node.opType)) needs a floating-point input, got \(dtype.rawValue)")
+        }
+        c.usedNames.insert(name)
+        return name
+    }
+
+    /// RMSNormalization: `x / sqrt(mean(x², axes from axis) + epsilon) · scale`.
+    func rmsNormalization(_ node: ONNXNode) throws {
+        let x = input(node, 0)
+        guard let t = try type(x) else { throw c.fail("node '\(node.name)' reads an undefined value") }
+        let axis = try OpSet.normalize(axis: int(node, "axis", -1), rank: t.rank)
+        let (square, meanSquare, shifted, rms, normalized) = (c.freshName("\(x)_square"), c.freshName("\(x)_mean_square"),
+                                                              c.freshName("\(x)_shifted"), c.freshName("\(x)_rms"), c.freshName("\(x)_normalized"))
+        try emit(node, "mul", [x, x], [:], outputs: [square])
+        try emit(node, "reduce_mean", [square], ["axes": .ints(Array(axis ..< t.rank)), "keepdims": .int(1)], outputs: [meanSquare])
+        try emit(node, "add", [meanSquare, try scalar(float(node, "epsilon", 1e-5), like: t.dtype, node)], [:], outputs: [shifted])
+        try emit(node, "sqrt", [shifted], [:], outputs: [rms])
+        try emit(node, "div", [x, rms], [:], outputs: [normalized])
+        try emit(node, "mul", [normalized, input(node, 1)], [:])
+    }
+
+    /// LayerNormalization's optional outputs 1 and 2, the mean and the inverse standard deviation
+    /// over the normalized axes (kept as dims of 1), computed by their own ops in float32.
+    func layerNormStatistics(_ node: ONNXNode) throws {
+        let wanted = node.outputs.dropFirst().contains { !$0.isEmpty }
+        guard wanted else { return }
+        let x = input(node, 0)
+        guard let t = try type(x) else { throw c.fail("node '\(node.name)' reads an undefined value") }
+        let axis = try OpSet.normalize(axis: int(node, "axis", -1), rank: t.rank)
+        let axes = ["axes": AttributeValue.ints(Array(axis ..< t.rank)), "keepdims": .int(1)]
+        let output = { (i: Int, base: String) in i < node.outputs.count && !node.outputs[i].isEmpty ? node.outputs[i] : self.c.freshName("\(x)_\(base)") }
+        let mean = output(1, "mean")
+        try emit(node, "reduce_mean", [x], axes, outputs: [mean])
+        let (centered, square, variance, shifted, deviation) = (c.freshName("\(x)_centered"), c.freshName("\(x)_square"),
+                                                                 c.freshName("\(x)_variance"), c.freshName("\(x)_shifted"), c.freshName("\(x)_deviation"))
+        try emit(node, "sub", [x, mean], [:], outputs: [centered])
+        try emit(node, "mul", [centered, centered], [:], outputs: [square])
+        try emit(node, "reduce_mean", [square], axes, outputs: [variance])
+        try emit(node, "add", [variance, try scalar(float(node, "epsilon", 1e-5), like: t.dtype, node)], [:], outputs: [shifted])
+        try emit(node, "sqrt", [shifted], [:], outputs: [deviation])
+        try emit(node, "reciprocal", [deviation], [:], outputs: [output(2, "inv_std_dev")])
     }
 
     func unusedOutputs(_ node: ONNXNode, from start: Int) throws {
@@ -562,8 +702,17 @@ struct NodeConverter {
                 return TensorType(inferred.dtype, dims)
             }
         } else {
+            // What the partly known target says per dim: -1 is inferred at run time, 0 copies the input's dim.
+            let dims = target.enumerated().map { i, el -> Dimension in
+                switch el {
+                case .known(-1): return .unknown
+                case .known(0) where !allowZero: return i < t.rank ? t.shape[i] : .unknown
+                case .known(let n) where n < 0: return .unknown
+                default: return el.dimension
+                }
+            }
             try emit(node, "reshape", [x, input(node, 1)], attrs, elements: [e]) { _, inferred in
-                TensorType(inferred?.dtype ?? t.dtype, target.map(\.dimension))
+                TensorType(inferred?.dtype ?? t.dtype, dims)
             }
         }
     }

@@ -162,7 +162,12 @@ final class Conversion {
         var outputs: [Argument] = []
         for v in graph.outputs {
             guard let known = values[v.name] else { throw fail("graph output '\(v.name)' is not computed by any node") }
-            let (valueName, type) = try operand(v.name, known)
+            var (valueName, type) = try operand(v.name, known)
+            // Floats are computed as float32; an output the graph declares float16, bfloat16 or
+            // float64 is returned in that type.
+            if type.dtype == .float32, let code = v.dtype, let declared = ONNXDecoder.dtypes[code], declared.isFloatingPoint {
+                type = TensorType(declared, type.shape)
+            }
             outputs.append(Argument(name: v.name, type: type, value: valueName))
         }
         return Function(name: functionName, inputs: inputs, outputs: outputs, operations: operations)

@@ -119,7 +119,7 @@ public final class ReferenceInterpreter: Sendable {
             guard let v = values[s] else {
                 throw InferenceError(function: function.name, reason: "output '\(arg.name)' was not computed")
             }
-            out[arg.name] = try narrowed(v, to: arg.type.dtype)
+            out[arg.name] = ReferenceKernel.narrow(v, to: arg.type.dtype)
         }
         return out
     }
@@ -150,23 +150,6 @@ public final class ReferenceInterpreter: Sendable {
         }
         guard ok else {
             throw InferenceError(function: function.name, op: op, reason: "produced \(x.scalarType.rawValue)\(x.shape) but declares \(t)")
-        }
-    }
-
-    /// Float results in the declared float type (values are held as float32 inside).
-    private func narrowed(_ x: NDArray, to dtype: DataType) throws -> NDArray {
-        guard x.scalarType == .float32, dtype != .float32, dtype.isFloatingPoint else { return x }
-        let p = x.f32
-        switch dtype {
-        case .float16: return NDArray(shape: x.shape, scalars: p.map { Float16($0) })
-        case .float64: return NDArray(shape: x.shape, scalars: p.map { Double($0) })
-        default:
-            var out = NDArray(shape: x.shape, scalarType: .bfloat16)
-            out.withUnsafeMutableBytes { raw in
-                let q = raw.bindMemory(to: UInt16.self)
-                for i in 0 ..< p.count { q[i] = Precision.floatToBFloat16(p[i]) }
-            }
-            return out
         }
     }
 }

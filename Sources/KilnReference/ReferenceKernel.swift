@@ -27,4 +27,29 @@ extension ReferenceKernel {
     /// - Returns: The widened array.
     /// - Throws: ``OpError`` when the array cannot be read.
     public static func widen(_ x: NDArray) throws -> NDArray { try Weights.widened(x.contiguous()) }
+
+    /// A float32 result in the float type a function declares for it (values are held as
+    /// float32 inside); anything else unchanged.
+    /// - Parameters:
+    ///   - x: The result.
+    ///   - dtype: The declared dtype.
+    /// - Returns: `x` as float16, bfloat16 or float64 when declared so.
+    public static func narrow(_ x: NDArray, to dtype: DataType) -> NDArray {
+        guard x.scalarType == .float32, dtype != .float32, dtype.isFloatingPoint else { return x }
+        let c = x.contiguous()
+        return withExtendedLifetime(c) {
+            let p = c.f32
+            switch dtype {
+            case .float16: return NDArray(shape: x.shape, scalars: p.map { Float16($0) })
+            case .float64: return NDArray(shape: x.shape, scalars: p.map { Double($0) })
+            default:
+                var out = NDArray(shape: x.shape, scalarType: .bfloat16)
+                out.withUnsafeMutableBytes { raw in
+                    let q = raw.bindMemory(to: UInt16.self)
+                    for i in 0 ..< p.count { q[i] = Precision.floatToBFloat16(p[i]) }
+                }
+                return out
+            }
+        }
+    }
 }

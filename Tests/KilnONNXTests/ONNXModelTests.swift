@@ -55,6 +55,18 @@ final class ONNXModelTests: XCTestCase {
         XCTAssertEqual(out.shape, [3, 40])
     }
 
+    func testShapeArithmeticReshapeKeepsTheKnownDims() throws {
+        // Target [batch·seq, 384 / 64, -1]: the product is not a named dim, the -1 is inferred at
+        // run time, and the MatMul still sees the 64 (the value info's -1 dims are unknown, not sizes).
+        let model = try convertAndCheck("shape_arithmetic_reshape")
+        let ops = model.functions[0].operations
+        let reshape = try XCTUnwrap(ops.first { $0.opType == "reshape" })
+        XCTAssertEqual(reshape.outputs[0].type.shape.count, 3)
+        XCTAssertEqual(reshape.outputs[0].type.shape[1], .size(6))
+        XCTAssertNil(reshape.outputs[0].type.shape.compactMap(\.size).first { $0 < 0 })
+        XCTAssertEqual(model.functions[0].outputs[0].type.shape.last, .size(16))
+    }
+
     func testIdentityChainsVanish() throws {
         let model = try convertAndCheck("identity_chain")
         let f = model.functions[0]

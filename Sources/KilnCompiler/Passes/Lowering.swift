@@ -18,6 +18,8 @@ public struct Lowering: CompilerPass {
     static let arithmetic: Set<String> = ["add", "sub", "mul", "div", "pow", "max", "min", "mod"]
     static let comparisons: Set<String> = ["equal", "less", "less_or_equal", "greater", "greater_or_equal"]
     static let logic: Set<String> = ["and", "or", "xor"]
+    /// Reductions the compiled reduce kernel runs (the others of the op set run the reference kernel).
+    static let reduceKernels: Set<String> = ["reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_l2"]
     static let copies: Set<String> = ["transpose", "slice", "concat", "split", "expand", "tile", "pad", "depth_to_space", "space_to_depth"]
     static let views: Set<String> = ["reshape", "flatten", "squeeze", "unsqueeze", "identity"]
     static let generators: Set<String> = ["shape", "size", "constant", "constant_of_shape", "range"]
@@ -148,7 +150,7 @@ public struct Lowering: CompilerPass {
             guard float, input(0)?.dtype == .float32, let rank = input(0)?.rank, let axis = try? op.attributes.int("axis", -1),
                   axis == -1 || axis == rank - 1, op.inputs.count >= 2, input(1)?.dtype == .float32 else { return .reference }
             return .layerNorm
-        case _ where OpSet.reduceNames.contains(op.opType):
+        case _ where Lowering.reduceKernels.contains(op.opType):
             return float && input(0)?.dtype == .float32 ? .reduce : .reference
         case "argmax", "argmin":
             return input(0)?.dtype == .float32 ? .argReduce : .reference

@@ -242,7 +242,9 @@ enum Validation {
             guard let t = scope[a.value] else {
                 throw PackageError(field: af, reason: "returns value '\(a.value)', which is not defined")
             }
-            guard t.dtype == a.type.dtype, t.rank == a.type.rank else {
+            // A float value may be returned as another float type (floats are computed in float32).
+            let sameType = t.dtype == a.type.dtype || (t.dtype.isFloatingPoint && a.type.dtype.isFloatingPoint)
+            guard sameType, t.rank == a.type.rank else {
                 throw PackageError(field: af, reason: "declared \(a.type) but value '\(a.value)' is \(t)")
             }
         }

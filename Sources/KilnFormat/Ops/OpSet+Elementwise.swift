@@ -2,8 +2,16 @@
 extension OpSet {
     static let floatUnaryNames = [
         "sqrt", "reciprocal", "exp", "log", "erf", "tanh", "sigmoid", "floor", "ceil", "round", "hard_swish",
+        "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "softplus", "softsign", "mish",
     ]
-    static let numericUnaryNames = ["abs", "neg", "relu", "identity"]
+    static let numericUnaryNames = ["abs", "neg", "relu", "identity", "sign"]
+    /// Float activations with parameters: attribute names and defaults (ONNX's).
+    static let parameterizedUnary: [(name: String, defaults: [String: Double])] = [
+        ("elu", ["alpha": 1]), ("celu", ["alpha": 1]), ("thresholded_relu", ["alpha": 1]),
+        ("selu", ["alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875]),
+        ("shrink", ["bias": 0, "lambd": 0.5]),
+    ]
+    static let bitwiseNames = ["bitwise_and", "bitwise_or", "bitwise_xor"]
     static let arithmeticNames = ["add", "sub", "mul", "div"]
     static let comparisonNames = ["equal", "less", "less_or_equal", "greater", "greater_or_equal"]
     static let logicalNames = ["and", "or", "xor"]
@@ -23,6 +31,10 @@ extension OpSet {
         }
     }
 
+    static func requireInteger(_ t: TensorType, _ op: String) throws {
+        guard [.int64, .int32, .int16, .int8, .uint8].contains(t.dtype) else { throw OpError("\(op) needs an integer input, got \(t.dtype.rawValue)") }
+    }
+
     static func requireFloat(_ t: TensorType, _ op: String) throws {
         guard t.dtype.isFloatingPoint else { throw OpError("\(op) needs a floating-point input, got \(t.dtype.rawValue)") }
     }
@@ -37,6 +49,20 @@ extension OpSet {
         }
         for name in numericUnaryNames {
             ops.append(op(name, ["x"], infer: sameAsInput))
+        }
+        for (name, defaults) in parameterizedUnary {
+            ops.append(op(name, ["x"], Dictionary(uniqueKeysWithValues: defaults.keys.map { ($0, AttributeKind.float) })) { ctx in
+                try requireFloat(try ctx.input(0), name)
+                return [try ctx.input(0)]
+            })
+        }
+        for name in bitwiseNames {
+            ops.append(op(name, ["a", "b"]) { ctx in
+                let (a, b) = (try ctx.input(0), try ctx.input(1))
+                try sameDType([a, b])
+                try requireInteger(a, name)
+                return [TensorType(a.dtype, try broadcast(a.shape, b.shape))]
+            })
         }
         ops += [
             op("leaky_relu", ["x"], ["alpha": .float], infer: sameAsInput),
@@ -60,6 +86,33 @@ extension OpSet {
                 guard case .dtype(let to)? = ctx.attributes["to"] else { throw OpError("'to' must be a dtype") }
                 guard !to.isSubByte else { throw OpError("cannot cast to \(to.rawValue)") }
                 return [TensorType(to, try ctx.input(0).shape)]
+            },
+            op("bitwise_not", ["x"]) { ctx in
+                try requireInteger(try ctx.input(0), "bitwise_not")
+                return [try ctx.input(0)]
+            },
+            op("bit_shift", ["a", "b"], ["direction!": .string]) { ctx in
+                let (a, b) = (try ctx.input(0), try ctx.input(1))
+                try sameDType([a, b])
+                try requireInteger(a, "bit_shift")
+                let direction = try ctx.attributes.string("direction", "")
+                guard direction == "LEFT" || direction == "RIGHT" else { throw OpError("direction must be \"LEFT\" or \"RIGHT\", got \"\(direction)\"") }
+                return [TensorType(a.dtype, try broadcast(a.shape, b.shape))]
+            },
+            op("mod", ["a", "b"], ["fmod": .int]) { ctx in
+                let (a, b) = (try ctx.input(0), try ctx.input(1))
+                try sameDType([a, b])
+                return [TensorType(a.dtype, try broadcast(a.shape, b.shape))]
+            },
+            op("prelu", ["x", "slope"]) { ctx in
+                let (x, slope) = (try ctx.input(0), try ctx.input(1))
+                try sameDType([x, slope])
+                return [TensorType(x.dtype, try broadcast(x.shape, slope.shape))]
+            },
+            op("trilu", ["x", "k?"], ["upper": .int, "k": .int]) { ctx in
+                let x = try ctx.input(0)
+                guard x.rank >= 2 else { throw OpError("trilu needs x of rank ≥ 2") }
+                return [x]
             },
             op("pow", ["x", "exponent"]) { ctx in
                 let (x, e) = (try ctx.input(0), try ctx.input(1))

@@ -1,6 +1,7 @@
 /// Reductions, normalizing reductions (softmax) and index-producing ops.
 extension OpSet {
-    public static let reduceNames = ["reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_l2"]
+    public static let reduceNames = ["reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_l2", "reduce_l1",
+                                     "reduce_sum_square", "reduce_log_sum", "reduce_log_sum_exp"]
 
     /// Output dims of a reduction over `axes` (all when `nil` and not a no-op).
     static func reduced(_ x: TensorType, axes: [Int]?, keepDims: Bool) throws -> [Dimension] {
@@ -38,6 +39,7 @@ extension OpSet {
         for name in ["argmax", "argmin"] {
             ops.append(op(name, ["x"], ["axis": .int, "keepdims": .int, "select_last_index": .int]) { ctx in
                 let x = try ctx.input(0)
+                guard x.rank >= 1 else { throw OpError("\(name) needs an input of rank ≥ 1") }
                 let a = try axis(ctx, default: 0, rank: x.rank)
                 return [TensorType(.int64, try reduced(x, axes: [a], keepDims: try ctx.attributes.int("keepdims", 1) != 0))]
             })
@@ -52,6 +54,12 @@ extension OpSet {
         }
         ops += [
             op("cumsum", ["x", "axis?"], ["axis": .int, "exclusive": .int, "reverse": .int], infer: sameAsInput),
+            op("cumprod", ["x", "axis?"], ["axis": .int, "exclusive": .int, "reverse": .int], infer: sameAsInput),
+            op("hardmax", ["x"], ["axis": .int]) { ctx in
+                let x = try ctx.input(0)
+                _ = try axis(ctx, default: -1, rank: x.rank)
+                return [x]
+            },
             op("top_k", ["x", "k?"], outputs: 2 ... 2, ["k": .int, "axis": .int, "largest": .int, "sorted": .int]) { ctx in
                 let x = try ctx.input(0)
                 let a = try axis(ctx, default: -1, rank: x.rank)

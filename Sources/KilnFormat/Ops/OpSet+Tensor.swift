@@ -158,6 +158,45 @@ extension OpSet {
                 return [TensorType(d.dtype, Array(i.shape.dropLast()) + Array(d.shape[(b + k)...]))]
             },
             op("scatter_nd", ["data", "indices", "updates"], ["reduction": .string], infer: sameAsInput),
+            op("scatter_elements", ["data", "indices", "updates"], ["axis": .int, "reduction": .string]) { ctx in
+                let (d, i, u) = (try ctx.input(0), try ctx.input(1), try ctx.input(2))
+                guard i.rank == d.rank, u.rank == d.rank else { throw OpError("indices and updates must have the data's rank") }
+                guard u.dtype == d.dtype else { throw OpError("updates must have the data's dtype") }
+                guard [.int64, .int32].contains(i.dtype) else { throw OpError("indices must be int64 or int32") }
+                _ = try axis(ctx, default: 0, rank: d.rank)
+                return [d]
+            },
+            op("one_hot", ["indices", "depth?", "values"], ["depth": .int, "axis": .int]) { ctx in
+                let (i, v) = (try ctx.input(0), try ctx.input(2))
+                let at = try normalize(axis: try ctx.attributes.int("axis", -1), rank: i.rank + 1)
+                var dims = i.shape
+                if ctx.attributes["depth"] != nil {
+                    let depth = try ctx.attributes.int("depth", 0)
+                    guard depth >= 0 else { throw OpError("depth must be ≥ 0, got \(depth)") }
+                    dims.insert(.size(depth), at: at)
+                } else {
+                    guard ctx.optionalInput(1) != nil else { throw OpError("one_hot needs depth, as an attribute or an input") }
+                    dims.insert(.unknown, at: at)
+                }
+                guard v.rank <= 1 else { throw OpError("values must be a 2-element vector") }
+                return [TensorType(v.dtype, dims)]
+            },
+            op("eye_like", ["x"], ["dtype": .dtype, "k": .int]) { ctx in
+                let x = try ctx.input(0)
+                guard x.rank == 2 else { throw OpError("eye_like needs a 2-D input") }
+                var dtype = x.dtype
+                if case .dtype(let d)? = ctx.attributes["dtype"] { dtype = d }
+                guard !dtype.isSubByte else { throw OpError("eye_like cannot make \(dtype.rawValue)") }
+                return [TensorType(dtype, x.shape)]
+            },
+            op("compress", ["x", "condition"], ["axis": .int]) { ctx in
+                let (x, c) = (try ctx.input(0), try ctx.input(1))
+                guard c.dtype == .bool, c.rank == 1 else { throw OpError("condition must be a 1-D bool tensor") }
+                guard let a = ctx.attributes["axis"], case .int(let ax) = a else { return [TensorType(x.dtype, [.unknown])] }
+                var dims = x.shape
+                dims[try normalize(axis: ax, rank: x.rank)] = .unknown
+                return [TensorType(x.dtype, dims)]
+            },
             op("expand", ["x", "shape?"], ["shape": .ints]) { ctx in
                 let x = try ctx.input(0)
                 if let s = try ctx.attributes.ints("shape") { return [TensorType(x.dtype, try broadcast(x.shape, s.map { .size($0) }))] }

@@ -32,7 +32,8 @@ public enum OpSet {
     /// A possibly negative axis made non-negative, checked against `rank`.
     public static func normalize(axis a: Int, rank: Int) throws -> Int {
         let n = a < 0 ? a + rank : a
-        guard n >= 0, n < max(rank, 1) || (rank == 0 && n == 0) else {
+        // A scalar has no axis: every op that takes one needs rank ≥ 1.
+        guard n >= 0, n < rank else {
             throw OpError("axis \(a) is out of range for rank \(rank)")
         }
         return n

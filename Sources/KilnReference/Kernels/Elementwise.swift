@@ -69,6 +69,13 @@ enum Elementwise {
             case "div": return try binary(a, b, Float.self, Float.self) { $0 / $1 }
             case "max": return try binary(a, b, Float.self, Float.self) { $0.isNaN || $1.isNaN ? .nan : Swift.max($0, $1) }
             case "min": return try binary(a, b, Float.self, Float.self) { $0.isNaN || $1.isNaN ? .nan : Swift.min($0, $1) }
+            case "fmod": return try binary(a, b, Float.self, Float.self) { fmodf($0, $1) }
+            // The remainder with the divisor's sign (NumPy's mod): fmod moved by one divisor when the signs differ.
+            case "mod": return try binary(a, b, Float.self, Float.self) { x, y in
+                let r = fmodf(x, y)
+                if r == 0 { return Float(signOf: y, magnitudeOf: 0) }
+                return (r < 0) != (y < 0) ? r + y : r
+            }
             default: break
             }
         case .int64: return try integerArithmetic(op, a, b, Int64.self)
@@ -92,6 +99,21 @@ enum Elementwise {
         }
         case "max": return try binary(a, b, T.self, T.self) { Swift.max($0, $1) }
         case "min": return try binary(a, b, T.self, T.self) { Swift.min($0, $1) }
+        // The remainder with the divisor's sign (Python's %), or with the dividend's (C's fmod).
+        case "mod", "fmod": return try binary(a, b, T.self, T.self) {
+            guard $1 != 0 else { throw OpError("integer modulo by zero") }
+            let r = $0.remainderReportingOverflow(dividingBy: $1).partialValue
+            return op == "mod" && r != 0 && (r < 0) != ($1 < 0) ? r &+ $1 : r
+        }
+        case "bitwise_and": return try binary(a, b, T.self, T.self) { $0 & $1 }
+        case "bitwise_or": return try binary(a, b, T.self, T.self) { $0 | $1 }
+        case "bitwise_xor": return try binary(a, b, T.self, T.self) { $0 ^ $1 }
+        // Shifts by the bit width or more give 0 (the value is treated as unsigned bits, as ONNX's BitShift is for unsigned types).
+        case "shift_left": return try binary(a, b, T.self, T.self) { $1 < 0 || $1 >= T.bitWidth ? 0 : $0 << $1 }
+        case "shift_right": return try binary(a, b, T.self, T.self) { x, n in
+            guard n >= 0, n < T.bitWidth else { return 0 }
+            return T(truncatingIfNeeded: T.Magnitude(truncatingIfNeeded: x) >> T.Magnitude(n))
+        }
         default: throw OpError("\(op) does not support \(a.scalarType.rawValue)")
         }
     }

@@ -48,6 +48,76 @@ enum KernelTable {
         case "ceil": return unaryFloat { $0.rounded(.up) }
         case "round": return unaryFloat { $0.rounded(.toNearestOrEven) }
         case "hard_swish": return unaryFloat { $0 * max(0, min(1, $0 / 6 + 0.5)) }
+        case "sin": return unaryFloat { sinf($0) }
+        case "cos": return unaryFloat { cosf($0) }
+        case "tan": return unaryFloat { tanf($0) }
+        case "asin": return unaryFloat { asinf($0) }
+        case "acos": return unaryFloat { acosf($0) }
+        case "atan": return unaryFloat { atanf($0) }
+        case "sinh": return unaryFloat { sinhf($0) }
+        case "cosh": return unaryFloat { coshf($0) }
+        case "asinh": return unaryFloat { asinhf($0) }
+        case "acosh": return unaryFloat { acoshf($0) }
+        case "atanh": return unaryFloat { atanhf($0) }
+        // log(1 + e^x) without overflow for large x.
+        case "softplus": return unaryFloat { $0 > 0 ? $0 + log1pf(expf(-$0)) : log1pf(expf($0)) }
+        case "softsign": return unaryFloat { $0 / (1 + abs($0)) }
+        case "mish": return unaryFloat { x in x * tanhf(x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x))) }
+        case "elu":
+            let alpha = Float(try a.float("alpha", 1))
+            return unaryFloat { $0 >= 0 ? $0 : alpha * (expf($0) - 1) }
+        case "celu":
+            let alpha = Float(try a.float("alpha", 1))
+            return unaryFloat { max(0, $0) + min(0, alpha * (expf($0 / alpha) - 1)) }
+        case "selu":
+            let alpha = Float(try a.float("alpha", 1.67326319217681884765625)), gamma = Float(try a.float("gamma", 1.05070102214813232421875))
+            return unaryFloat { $0 > 0 ? gamma * $0 : gamma * (alpha * expf($0) - alpha) }
+        case "thresholded_relu":
+            let alpha = Float(try a.float("alpha", 1))
+            return unaryFloat { $0 > alpha ? $0 : 0 }
+        case "shrink":
+            let bias = Float(try a.float("bias", 0)), lambd = Float(try a.float("lambd", 0.5))
+            return unaryFloat { $0 < -lambd ? $0 + bias : $0 > lambd ? $0 - bias : 0 }
+        case "sign":
+            return { inputs in
+                let x = try present(inputs, 0)
+                if x.scalarType == .float32 { return [Elementwise.mapFloat(x) { $0.isNaN ? $0 : $0 > 0 ? 1 : $0 < 0 ? -1 : 0 }] }
+                let zero = NDArray(shape: [], scalarType: x.scalarType)
+                let pos = try Elementwise.cast(try Elementwise.compare("greater", x, zero), to: x.scalarType)
+                let neg = try Elementwise.cast(try Elementwise.compare("less", x, zero), to: x.scalarType)
+                return [try Elementwise.arithmetic("sub", pos, neg)]
+            }
+        case "mod":
+            let name = try a.int("fmod", 0) != 0 ? "fmod" : "mod"
+            return { inputs in [try Elementwise.arithmetic(name, try present(inputs, 0), try present(inputs, 1))] }
+        case "bitwise_and", "bitwise_or", "bitwise_xor":
+            let name = op.opType
+            return { inputs in [try Elementwise.arithmetic(name, try present(inputs, 0), try present(inputs, 1))] }
+        case "bit_shift":
+            let name = try a.string("direction", "") == "LEFT" ? "shift_left" : "shift_right"
+            return { inputs in [try Elementwise.arithmetic(name, try present(inputs, 0), try present(inputs, 1))] }
+        case "bitwise_not":
+            return { inputs in
+                let x = try present(inputs, 0)
+                return [try Elementwise.arithmetic("bitwise_xor", x, try Elementwise.cast(NDArray(scalar: Int64(-1)), to: x.scalarType))]
+            }
+        case "prelu":
+            return { inputs in
+                let (x, slope) = (try present(inputs, 0), try present(inputs, 1))
+                let zero = NDArray(shape: [], scalarType: x.scalarType)
+                return [try Elementwise.select(try Elementwise.compare("less", x, zero), try Elementwise.arithmetic("mul", x, slope), x)]
+            }
+        case "trilu":
+            let upper = try a.int("upper", 1) != 0, fixedK = a["k"] != nil ? try a.int("k", 0) : nil
+            return { inputs in
+                let x = try present(inputs, 0)
+                var k = fixedK ?? 0
+                if fixedK == nil, inputs.count > 1, let t = inputs[1] {
+                    guard t.elementCount == 1 else { throw OpError("trilu's k must hold one value") }
+                    k = try t.intValues()[0]
+                }
+                return [try Movement.trilu(x, upper: upper, k: k)]
+            }
         case "leaky_relu":
             let alpha = Float(try a.float("alpha", 0.01))
             return unaryFloat { $0 >= 0 ? $0 : alpha * $0 }
@@ -208,15 +278,49 @@ enum KernelTable {
                 let x = try present(inputs, 0)
                 return [try Reduction.argExtreme(x, axis: try OpSet.normalize(axis: axis, rank: x.rank), keepDims: keep, max: isMax, last: last)]
             }
-        case "cumsum":
+        case "cumsum", "cumprod":
             let exclusive = try a.int("exclusive", 0) != 0, reverse = try a.int("reverse", 0) != 0
-            let axis = try intsParameter(op, "axis", input: 1)
             let fixed = a["axis"] != nil ? try a.int("axis", 0) : nil
+            let product = op.opType == "cumprod"
             return { inputs in
                 let x = try present(inputs, 0)
-                guard let ax = try fixed ?? axis(inputs)?.first else { throw OpError("cumsum needs an axis") }
-                return [try Reduction.cumsum(x, axis: try OpSet.normalize(axis: ax, rank: x.rank), exclusive: exclusive, reverse: reverse)]
+                guard let ax = try fixed ?? (inputs.count > 1 ? inputs[1] : nil)?.intValues().first else { throw OpError("\(product ? "cumprod" : "cumsum") needs an axis") }
+                return [try Reduction.cumsum(x, axis: try OpSet.normalize(axis: ax, rank: x.rank), exclusive: exclusive, reverse: reverse,
+                                             product: product)]
             }
+        case "hardmax":
+            let axis = try a.int("axis", -1)
+            return { inputs in [try Indexing.hardmax(try present(inputs, 0), axis: axis)] }
+        case "scatter_elements":
+            let axis = try a.int("axis", 0), reduction = try a.string("reduction", "none")
+            return { inputs in
+                let data = try present(inputs, 0)
+                return [try Indexing.scatterElements(data, try present(inputs, 1), try present(inputs, 2),
+                                                     axis: try OpSet.normalize(axis: axis, rank: data.rank), reduction: reduction)]
+            }
+        case "one_hot":
+            let fixed = a["depth"] != nil ? try a.int("depth", 0) : nil, axis = try a.int("axis", -1)
+            return { inputs in
+                var depth = fixed ?? 0
+                if fixed == nil {
+                    let d = try present(inputs, 1)
+                    guard d.elementCount == 1 else { throw OpError("depth must hold one value") }
+                    depth = Int(try d.doubleValues()[0].rounded(.towardZero))
+                }
+                return [try Indexing.oneHot(try present(inputs, 0), try present(inputs, 2), depth: depth, axis: axis)]
+            }
+        case "eye_like":
+            let k = try a.int("k", 0)
+            var dtype: DataType?
+            if case .dtype(let d)? = a["dtype"] { dtype = d }
+            let fixed = dtype
+            return { inputs in
+                let x = try present(inputs, 0)
+                return [try Indexing.eyeLike(shape: x.shape, dtype: fixed ?? x.scalarType, k: k)]
+            }
+        case "compress":
+            let axis = a["axis"] != nil ? try a.int("axis", 0) : nil
+            return { inputs in [try Indexing.compress(try present(inputs, 0), try present(inputs, 1), axis: axis)] }
         case "top_k":
             let axis = try a.int("axis", -1), largest = try a.int("largest", 1) != 0
             let fixed = a["k"] != nil ? try a.int("k", 0) : nil

@@ -347,3 +347,25 @@ enum Literal {
         return try Weights.widened(raw)
     }
 }
+
+extension Movement {
+    /// `trilu`: keeps the upper (`j - i >= k`) or lower (`j - i <= k`) triangle of each of the
+    /// innermost matrices, zeroing the rest.
+    static func trilu(_ x: NDArray, upper: Bool, k: Int) throws -> NDArray {
+        guard x.rank >= 2 else { throw OpError("trilu needs rank ≥ 2") }
+        var out = x.contiguous()
+        let (rows, cols) = (x.shape[x.rank - 2], x.shape[x.rank - 1])
+        let size = x.scalarType.bitWidth / 8, matrices = x.elementCount / max(rows * cols, 1)
+        out.withUnsafeMutableBytes { raw in
+            for m in 0 ..< (rows * cols == 0 ? 0 : matrices) {
+                for i in 0 ..< rows {
+                    for j in 0 ..< cols where upper ? j - i < k : j - i > k {
+                        let at = ((m * rows + i) * cols + j) * size
+                        for b in 0 ..< size { raw[at + b] = 0 }
+                    }
+                }
+            }
+        }
+        return out
+    }
+}

@@ -47,6 +47,14 @@ enum Reduction {
             case "reduce_max": return offs.reduce(-Float.infinity) { $0.isNaN || p[$1].isNaN ? .nan : max($0, p[$1]) }
             case "reduce_min": return offs.reduce(Float.infinity) { $0.isNaN || p[$1].isNaN ? .nan : min($0, p[$1]) }
             case "reduce_prod": return offs.reduce(Float(1)) { $0 * p[$1] }
+            case "reduce_l1": return offs.reduce(Float(0)) { $0 + abs(p[$1]) }
+            case "reduce_sum_square": return offs.reduce(Float(0)) { $0 + p[$1] * p[$1] }
+            case "reduce_log_sum": return logf(offs.reduce(Float(0)) { $0 + p[$1] })
+            case "reduce_log_sum_exp":
+                // Shifted by the largest value, so large inputs do not overflow.
+                let m = offs.reduce(-Float.infinity) { max($0, p[$1]) }
+                guard m.isFinite else { return offs.isEmpty ? -.infinity : m }
+                return m + logf(offs.reduce(Float(0)) { $0 + expf(p[$1] - m) })
             default: return offs.reduce(Float(0)) { $0 + p[$1] * p[$1] }.squareRoot()
             }
         }
@@ -54,10 +62,10 @@ enum Reduction {
     }
 
     static func argExtreme(_ x: NDArray, axis: Int, keepDims: Bool, max isMax: Bool, last: Bool) throws -> NDArray {
+        guard x.rank >= 1 else { throw OpError("argmax and argmin need an input of rank ≥ 1") }
         let input = x.scalarType == .float32 ? x : try Elementwise.cast(x, to: .float32)
         defer { withExtendedLifetime(input) {} }
         let p = input.f32
-        let stride = stridesOf(x.shape)[axis]
         let r = try reduce(input, axes: [axis], keepDims: keepDims) { offs in
             var best = 0
             for (i, o) in offs.enumerated().dropFirst() {
@@ -65,7 +73,6 @@ enum Reduction {
                 if b.isNaN { break }
                 if v.isNaN || (isMax ? (v > b || (last && v == b)) : (v < b || (last && v == b))) { best = i }
             }
-            _ = stride
             return Float(best)
         }
         return try Elementwise.cast(r, to: .int64)
@@ -175,7 +182,8 @@ enum Reduction {
         }
     }
 
-    static func cumsum(_ x: NDArray, axis: Int, exclusive: Bool, reverse: Bool) throws -> NDArray {
+    /// Running sums (or products) along `axis`.
+    static func cumsum(_ x: NDArray, axis: Int, exclusive: Bool, reverse: Bool, product: Bool = false) throws -> NDArray {
         let input = x.scalarType == .float32 ? x : try Elementwise.cast(x, to: .float32)
         let n = x.shape[axis], inner = x.shape[(axis + 1)...].reduce(1, *), outer = x.shape[..<axis].reduce(1, *)
         defer { withExtendedLifetime(input) {} }
@@ -183,11 +191,13 @@ enum Reduction {
         let r = NDArray.make(x.shape, Float.self) { out in
             for o in 0 ..< outer {
                 for i in 0 ..< inner {
-                    var acc: Float = 0
+                    var acc: Float = product ? 1 : 0
                     for step in 0 ..< n {
                         let k = reverse ? n - 1 - step : step
                         let at = (o * n + k) * inner + i
-                        if exclusive { out[at] = acc; acc += p[at] } else { acc += p[at]; out[at] = acc }
+                        if exclusive { out[at] = acc }
+                        acc = product ? acc * p[at] : acc + p[at]
+                        if !exclusive { out[at] = acc }
                     }
                 }
             }

@@ -82,6 +82,16 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     }
 
     func run(_ inputs: [String: NDArray]) throws -> [String: NDArray] {
+        var out = try runFloat32(inputs)
+        // Outputs declared float16, bfloat16 or float64 are returned so, as the reference interpreter returns them.
+        for arg in function.outputs where arg.type.dtype != .float32 && arg.type.dtype.isFloatingPoint {
+            if let v = out[arg.name] { out[arg.name] = ReferenceKernel.narrow(v, to: arg.type.dtype) }
+        }
+        return out
+    }
+
+    /// Runs with every float held as float32.
+    private func runFloat32(_ inputs: [String: NDArray]) throws -> [String: NDArray] {
         _ = try function.bind(inputs)
         var args: [NDArray] = []
         args.reserveCapacity(inputSlots.count)

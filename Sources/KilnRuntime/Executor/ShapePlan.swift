@@ -22,6 +22,7 @@ final class Recording {
         "reshape": [1], "expand": [1], "tile": [1], "pad": [1, 3], "resize": [2, 3], "constant_of_shape": [0],
         "range": [0, 1, 2], "slice": [1, 2, 3, 4], "squeeze": [1], "unsqueeze": [1], "split": [1], "top_k": [1],
         "reduce_mean": [1], "reduce_sum": [1], "reduce_max": [1], "reduce_min": [1], "reduce_prod": [1], "reduce_l2": [1],
+        "reduce_l1": [1], "reduce_sum_square": [1], "reduce_log_sum": [1], "reduce_log_sum_exp": [1], "compress": [1], "one_hot": [1],
     ]
 
     init(slotCount: Int) {

@@ -59,6 +59,15 @@ protocol StepKernel: Sendable {
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep
 }
 
+/// Throws unless the plan gives output `index` the shape a kernel writes. A kernel that works
+/// out its output's dims itself (a window, a packed weight, another layout) checks them here:
+/// when a damaged plan and the op disagree, the step falls back or fails instead of writing
+/// past the output.
+func expectOutput(_ outputs: [Operand], _ shape: [Int], index: Int = 0) throws {
+    guard index < outputs.count else { throw OpError("the plan has no output \(index)") }
+    guard outputs[index].shape == shape else { throw OpError("the kernel writes \(shape), the plan has \(outputs[index].shape)") }
+}
+
 extension StepKernel {
     /// Output types from the op's schema with concrete input types; `nil` when a dim is unknown.
     static func inferred(_ op: KilnFormat.Operation, _ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {

@@ -40,7 +40,9 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
         groupWeight = weight
         self.epilogue = epilogue
         self.window = window
-        planarInput = try !OpSet.channelsLayout(op.attributes).input
+        let layout = try OpSet.channelsLayout(op.attributes)
+        guard layout.output else { throw OpError("a channels-last conv needs channels_last = 1 or 2") }
+        planarInput = !layout.input
         indirect = id.indirectMicrokernel
     }
 
@@ -67,6 +69,7 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
             if let bias { guard bias.count == outChannels, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(outChannels) channels") } }
             let residual = inputs.count > 3 ? inputs[3] : nil
             if let residual { guard residual.shape == outputs[0].shape, residual.dtype == .float32 else { throw OpError("residual \(residual.shape) does not fit the output") } }
+            try expectOutput(outputs, [x.shape[0], window.outputSize(0, size: x.shape[1]), window.outputSize(1, size: x.shape[2]), outChannels])
             return try bindIndirect(indirect, x: x, y: outputs[0], bias: bias, residual: residual, context: &context)
         }
         let (batch, h, w, c) = planarInput ? (x.shape[0], x.shape[2], x.shape[3], x.shape[1]) : (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
@@ -77,6 +80,7 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
         let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
         let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
         let pixels = oh * ow, n = gemm.n, k = gemm.k
+        try expectOutput(outputs, [batch, oh, ow, n])
         let y = outputs[0]
         // Channels between pixels of the output: n, or a concat's width when it writes into a slice of one.
         let ldc = y.rowStride ?? n
@@ -255,6 +259,8 @@ struct DepthwiseNHWCStep: StepKernel, @unchecked Sendable {
         self.weight = weight
         self.epilogue = epilogue
         window = try OpSet.Window(op.attributes, kernel: Array(weight.shape[..<2]))
+        let layout = try OpSet.channelsLayout(op.attributes)
+        guard layout.input, layout.output else { throw OpError("a channels-last depthwise conv needs channels_last = 1") }
         kernel = DepthwiseNHWCStep.variant(id.isa)
     }
 
@@ -283,6 +289,7 @@ struct DepthwiseNHWCStep: StepKernel, @unchecked Sendable {
         let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
         let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
         let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
+        try expectOutput(outputs, [batch, oh, ow, channels])
         let parts = channels * oh * ow * kh * kw < 1 << 15 ? 1 : context.threads
         // Short planes split channels (in whole 16-lane vectors), so both halves stay balanced.
         let byChannels = oh < 4 * parts && channels >= 32 * parts
@@ -322,6 +329,10 @@ struct Pool2DNHWCStep: StepKernel, @unchecked Sendable {
         self.op = op
         guard let shape = try op.attributes.ints("kernel_shape"), shape.count == 2 else { throw OpError("needs a 2-D kernel_shape") }
         window = try OpSet.Window(op.attributes, kernel: shape)
+        let layout = try OpSet.channelsLayout(op.attributes)
+        guard layout.input, layout.output else {
+            throw OpError("a channels-last pool needs channels_last = 1")
+        }
         #if arch(x86_64)
         kernel = id.isa == .avx512 ? kiln_f32_pool2d_nhwc__avx512 : id.isa == .avx2 ? kiln_f32_pool2d_nhwc__avx2 : kiln_f32_pool2d_nhwc__scalar
         #else
@@ -338,6 +349,7 @@ struct Pool2DNHWCStep: StepKernel, @unchecked Sendable {
         let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
         let (kh, kw) = (window.kernel[0], window.kernel[1])
         let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
+        try expectOutput(outputs, [batch, oh, ow, c])
         let isMax: Int32 = op.opType == "max_pool" ? 1 : 0
         let countPad = Int32(try op.attributes.int("count_include_pad", 0) != 0 ? 1 : 0)
         let parts = splitRanges(oh, parts: c * oh * ow * kh * kw < 1 << 15 ? 1 : context.threads)

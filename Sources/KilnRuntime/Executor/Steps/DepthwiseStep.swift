@@ -39,9 +39,13 @@ struct DepthwiseStep: StepKernel, @unchecked Sendable {
         }
         let (batch, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
         let bias = inputs.count > 2 ? inputs[2] : nil
+        if let bias { guard bias.count == c, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(c) channels") } }
         let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
         let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
         let (kh, kw) = (weight.shape[2], weight.shape[3])
+        guard weight.rank == 4, weight.scalarType == .float32, [kh, kw] == window.kernel else { throw OpError("weight \(weight.shape) does not fit the window") }
+        guard try !OpSet.channelsLayout(op.attributes).output else { throw OpError("a channels-first conv needs channels_last = 0") }
+        try expectOutput(outputs, [batch, c, oh, ow])
         let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
         let ranges = splitRanges(batch * c, parts: c * oh * ow * kh * kw < 1 << 15 ? 1 : context.threads)
         let perPart = (kiln_f32_dwconv2d_scratch_floats(kh, kw, sh, sw, dh, dw, oh, ow) * 4 + 63) / 64 * 64

@@ -20,6 +20,7 @@ struct GEMMStep: StepKernel, @unchecked Sendable {
         }
         let bias = inputs.count > 2 ? inputs[2] : nil
         if let bias { guard bias.count == gemm.n, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(gemm.n) outputs") } }
+        try expectOutput(outputs, Array(x.shape.dropLast()) + [gemm.n])
         let y = outputs[0], m = x.count / max(gemm.k, 1), n = gemm.n, k = gemm.k
         let chunks = gemm.chunks(m: m, threads: context.threads)
         context.scratch(gemm.scratchBytes * max(chunks.count, 1))
@@ -55,9 +56,12 @@ struct PackedConvStep: StepKernel, @unchecked Sendable {
         let (kh, kw) = (window.kernel[0], window.kernel[1])
         guard c * kh * kw == gemm.k else { throw OpError("input \(x.shape) does not fit the weight (K = \(gemm.k))") }
         let bias = inputs.count > 2 ? inputs[2] : nil
+        if let bias { guard bias.count == gemm.n, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(gemm.n) channels") } }
         let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
         let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
         let pixels = oh * ow, n = gemm.n, k = gemm.k
+        guard try !OpSet.channelsLayout(op.attributes).output else { throw OpError("a channels-first conv needs channels_last = 0") }
+        try expectOutput(outputs, [batch, n, oh, ow])
         let y = outputs[0]
         let chunks = gemm.chunks(m: pixels, threads: context.threads)
         let colsBytes = (pixels * k * 4 + 63) / 64 * 64, tmpBytes = (pixels * n * 4 + 63) / 64 * 64
@@ -123,6 +127,8 @@ struct ConvNCHWStep: StepKernel, @unchecked Sendable {
         let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
         let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
         let pixels = oh * ow
+        guard try !OpSet.channelsLayout(op.attributes).output else { throw OpError("a channels-first conv needs channels_last = 0") }
+        try expectOutput(outputs, [batch, outChannels, oh, ow])
         let y = outputs[0]
         let (mr, nr) = (tile.mr, tile.nr)
         let tiles = (m + mr - 1) / mr
@@ -259,6 +265,7 @@ struct MatMulStep: StepKernel, @unchecked Sendable {
               a.shape.count >= 2, b.shape.count >= 2, Self.batch(a.shape, b.shape) != nil else { throw OpError("operands do not fit a batched matmul") }
         let (m, k) = (a.shape[a.shape.count - 2], a.shape[a.shape.count - 1]), (k2, n) = (b.shape[b.shape.count - 2], b.shape[b.shape.count - 1])
         guard k == k2 else { throw OpError("inner dims differ: \(k) vs \(k2)") }
+        try expectOutput(outputs, Array(a.shape.dropLast(2)) + [m, n])
         let batches = a.shape.dropLast(2).reduce(1, *), bBatches = b.shape.dropLast(2).reduce(1, *)
         let nr = tile.nr
         let panels = (n + nr - 1) / nr

@@ -36,6 +36,8 @@ struct Pool2DStep: StepKernel, @unchecked Sendable {
         let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
         let (kh, kw) = (window.kernel[0], window.kernel[1])
         let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
+        guard try !OpSet.channelsLayout(op.attributes).output else { throw OpError("a channels-first pool needs channels_last = 0") }
+        try expectOutput(outputs, [x.shape[0], x.shape[1], oh, ow])
         let isMax: Int32 = op.opType == "max_pool" ? 1 : 0
         let countPad = Int32(try op.attributes.int("count_include_pad", 0) != 0 ? 1 : 0)
         let parts = splitRanges(planes, parts: planes * oh * ow * kh * kw < 1 << 15 ? 1 : context.threads)
@@ -62,6 +64,7 @@ struct GlobalPoolStep: StepKernel {
         guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count >= 3 else { throw OpError("needs a float32 input [N, C, …]") }
         let planes = x.shape[0] * x.shape[1], spatial = x.shape[2...].reduce(1, *)
         guard spatial > 0 else { throw OpError("empty spatial dims") }
+        try expectOutput(outputs, Array(x.shape[..<2]) + Array(repeating: 1, count: x.shape.count - 2))
         let y = outputs[0], isMax = op.opType == "global_max_pool"
         return BoundStep { slots in
             if isMax {

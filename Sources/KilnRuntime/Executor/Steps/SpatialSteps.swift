@@ -110,8 +110,10 @@ struct ConvTransposeStep: StepKernel, @unchecked Sendable {
         let y = outputs[0]
         let (batch, cin, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
         let (coutG, kh, kw) = (weightShape[1], weightShape[2], weightShape[3])
+        guard y.shape.count == 4, y.shape[0] == batch, y.shape[1] == coutG * group, y.dtype == .float32 else {
+            throw OpError("output \(y.shape) does not fit the weight")
+        }
         let (oh, ow) = (y.shape[2], y.shape[3])
-        guard y.shape[1] == coutG * group else { throw OpError("output \(y.shape) does not fit the weight") }
         // Begin padding as the op set defines it.
         let outPad = try op.attributes.ints("output_padding") ?? [0, 0]
         let explicit = try op.attributes.ints("output_shape")
@@ -128,6 +130,7 @@ struct ConvTransposeStep: StepKernel, @unchecked Sendable {
             }
         }
         let bias = inputs.count > 2 ? inputs[2] : nil
+        if let bias { guard bias.count == coutG * group, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(coutG * group) channels") } }
         let cinG = cin / group, rows = coutG * kh * kw, pixels = h * w
         let nr = tile.nr, panels = (pixels + nr - 1) / nr
         let colsBytes = (rows * pixels * 4 + 63) / 64 * 64
