@@ -90,7 +90,7 @@ fuzz: deps
 # What CI runs: every target from its seed corpus with a fixed seed, for 20,000 executions or
 # FUZZ_SECONDS (default 30), whichever comes first.
 fuzz-ci: deps
-	SWIFT=$(SWIFT) FUZZ_RUNS=20000 FUZZ_SEED=1 FUZZ_OP_SEEDS=0 FUZZ_SECONDS=$(or $(FUZZ_SECONDS),30) tools/fuzz.sh
+	SWIFT=$(SWIFT) FUZZ_RUNS=20000 FUZZ_SEED=1 FUZZ_SECONDS=$(or $(FUZZ_SECONDS),30) tools/fuzz.sh
 
 # The whole test suite with AddressSanitizer (Swift and C) and UndefinedBehaviorSanitizer (the C
 # targets: Swift has no UBSan; its own checks trap), then the concurrency tests with

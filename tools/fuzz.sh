@@ -37,7 +37,7 @@ PY
 cp "$OUT/seed/c/TinyClassifier.x86_64.compiled" "$OUT/seed/e/TinyEncoder.x86_64.compiled" "$C/FuzzArtifact/"
 # Small artifacts, one per op fixture that converts and compiles, so mutations reach every kernel
 # family quickly (the examples are 72 and 201 KiB; these are mostly under 4 KiB). FUZZ_OP_SEEDS=0
-# leaves them out (CI, until the findings they lead to are fixed: specs/fuzzing.md).
+# leaves them out.
 mkdir -p "$OUT/seed/ops"
 [ "${FUZZ_OP_SEEDS:-1}" = 0 ] || for f in Tests/Fixtures/onnx/ops/*.onnx; do
   n=$(basename "$f" .onnx)

@@ -16,8 +16,10 @@ def save(name, array, version=None):
 
 
 base = np.arange(6).reshape(2, 3)
-for dtype in ["float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint8"]:
+for dtype in ["float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64"]:
     save(f"{dtype}.npy", (base * 0.5 if dtype.startswith("float") else base).astype(dtype))
+# bfloat16 has no NumPy type: its bits as a 2-byte void (0, 0.5, …, 2.5 are exact in bfloat16).
+save("bfloat16.npy", ((base * 0.5).astype(np.float32).view(np.uint32) >> 16).astype("<u2").view("V2"))
 save("bool.npy", np.array([[True, False, True], [False, False, True]]))
 save("scalar.npy", np.array(3.25, dtype=np.float32))
 save("empty.npy", np.zeros((0, 3), dtype=np.float32))

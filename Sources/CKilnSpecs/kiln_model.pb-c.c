@@ -2125,7 +2125,7 @@ const ProtobufCMessageDescriptor kiln__model__descriptor =
   (ProtobufCMessageInit) kiln__model__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue kiln__data_type__enum_values_by_number[17] =
+static const ProtobufCEnumValue kiln__data_type__enum_values_by_number[20] =
 {
   { "DATA_TYPE_UNSPECIFIED", "KILN__DATA_TYPE__DATA_TYPE_UNSPECIFIED", 0 },
   { "DATA_TYPE_FLOAT32", "KILN__DATA_TYPE__DATA_TYPE_FLOAT32", 1 },
@@ -2144,11 +2144,14 @@ static const ProtobufCEnumValue kiln__data_type__enum_values_by_number[17] =
   { "DATA_TYPE_UINT4", "KILN__DATA_TYPE__DATA_TYPE_UINT4", 14 },
   { "DATA_TYPE_UINT6", "KILN__DATA_TYPE__DATA_TYPE_UINT6", 15 },
   { "DATA_TYPE_FLOAT64", "KILN__DATA_TYPE__DATA_TYPE_FLOAT64", 16 },
+  { "DATA_TYPE_UINT16", "KILN__DATA_TYPE__DATA_TYPE_UINT16", 17 },
+  { "DATA_TYPE_UINT32", "KILN__DATA_TYPE__DATA_TYPE_UINT32", 18 },
+  { "DATA_TYPE_UINT64", "KILN__DATA_TYPE__DATA_TYPE_UINT64", 19 },
 };
 static const ProtobufCIntRange kiln__data_type__value_ranges[] = {
-{0, 0},{0, 17}
+{0, 0},{0, 20}
 };
-static const ProtobufCEnumValueIndex kiln__data_type__enum_values_by_name[17] =
+static const ProtobufCEnumValueIndex kiln__data_type__enum_values_by_name[20] =
 {
   { "DATA_TYPE_BFLOAT16", 3 },
   { "DATA_TYPE_BOOL", 9 },
@@ -2161,10 +2164,13 @@ static const ProtobufCEnumValueIndex kiln__data_type__enum_values_by_name[17] =
   { "DATA_TYPE_INT64", 4 },
   { "DATA_TYPE_INT8", 7 },
   { "DATA_TYPE_UINT1", 11 },
+  { "DATA_TYPE_UINT16", 17 },
   { "DATA_TYPE_UINT2", 12 },
   { "DATA_TYPE_UINT3", 13 },
+  { "DATA_TYPE_UINT32", 18 },
   { "DATA_TYPE_UINT4", 14 },
   { "DATA_TYPE_UINT6", 15 },
+  { "DATA_TYPE_UINT64", 19 },
   { "DATA_TYPE_UINT8", 8 },
   { "DATA_TYPE_UNSPECIFIED", 0 },
 };
@@ -2175,9 +2181,9 @@ const ProtobufCEnumDescriptor kiln__data_type__descriptor =
   "DataType",
   "Kiln__DataType",
   "kiln",
-  17,
+  20,
   kiln__data_type__enum_values_by_number,
-  17,
+  20,
   kiln__data_type__enum_values_by_name,
   1,
   kiln__data_type__value_ranges,

@@ -60,6 +60,10 @@ func doubles(_ x: NDArray) -> [Double]? {
     case .int16: return x.scalars(as: Int16.self).map(Double.init)
     case .int8: return x.scalars(as: Int8.self).map(Double.init)
     case .uint8: return x.scalars(as: UInt8.self).map(Double.init)
+    case .uint16: return x.scalars(as: UInt16.self).map(Double.init)
+    case .uint32: return x.scalars(as: UInt32.self).map(Double.init)
+    case .uint64: return x.scalars(as: UInt64.self).map(Double.init)
+    case .bfloat16: return x.withUnsafeBytes { raw in (0 ..< x.elementCount).map { Double(Float(bitPattern: UInt32(raw.load(fromByteOffset: 2 * $0, as: UInt16.self)) << 16)) } }
     case .bool: return x.scalars(as: Bool.self).map { $0 ? 1 : 0 }
     default: return nil
     }

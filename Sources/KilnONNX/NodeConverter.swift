@@ -222,8 +222,10 @@ struct NodeConverter {
     // swiftlint:disable:next cyclomatic_complexity function_body_length
     func convert(_ node: ONNXNode) throws {
         let op = node.opType
-        // Every ONNX operator has an output; the converters below read the first one.
-        guard let first = node.outputs.first, !first.isEmpty else {
+        // Every ONNX operator has an output; the converters below read the first one, except the
+        // recurrent ones, which name the outputs a node leaves out (often Y, when only Y_h is used).
+        let recurrent = op == "LSTM" || op == "GRU"
+        guard let first = node.outputs.first, !first.isEmpty || (recurrent && node.outputs.contains { !$0.isEmpty }) else {
             throw c.fail("node '\(node.name)' (\(op)) has no output")
         }
         switch op {

@@ -10,8 +10,8 @@ import Glibc
 enum ONNXDecoder {
     /// ONNX element type numbers → Kiln dtypes (double is narrowed to float32 by the importer).
     static let dtypes: [Int32: DataType] = [
-        1: .float32, 2: .uint8, 3: .int8, 5: .int16, 6: .int32, 7: .int64, 9: .bool, 10: .float16,
-        11: .float64, 16: .bfloat16,
+        1: .float32, 2: .uint8, 3: .int8, 4: .uint16, 5: .int16, 6: .int32, 7: .int64, 9: .bool, 10: .float16,
+        11: .float64, 12: .uint32, 13: .uint64, 16: .bfloat16,
     ]
     static let dtypeNames: [Int32: String] = [
         0: "undefined", 1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
@@ -209,6 +209,7 @@ enum ONNXDecoder {
             case .float32: (t.n_float_data, "float_data")
             case .float64: (t.n_double_data, "double_data")
             case .int64: (t.n_int64_data, "int64_data")
+            case .uint32, .uint64: (t.n_uint64_data, "uint64_data")
             default: (t.n_int32_data, "int32_data")
             }
             guard present == count else { throw fail("\(what) has \(present) values in \(field), but its shape \(dims) holds \(count)") }
@@ -220,8 +221,12 @@ enum ONNXDecoder {
                 out.mutableView(as: Double.self) { p in for i in 0 ..< count { p[i] = t.double_data[i] } }
             case .int64:
                 out.mutableView(as: Int64.self) { p in for i in 0 ..< count { p[i] = t.int64_data[i] } }
+            case .uint64:
+                out.mutableView(as: UInt64.self) { p in for i in 0 ..< count { p[i] = t.uint64_data[i] } }
+            case .uint32:
+                out.mutableView(as: UInt32.self) { p in for i in 0 ..< count { p[i] = UInt32(truncatingIfNeeded: t.uint64_data[i]) } }
             default:
-                // int32, int16, int8, uint8, bool, float16 and bfloat16 all live in int32_data.
+                // int32, int16, uint16, int8, uint8, bool, float16 and bfloat16 all live in int32_data.
                 let size = dtype.bitWidth / 8
                 out.withUnsafeMutableBytes { raw in
                     for i in 0 ..< count {

@@ -148,8 +148,18 @@ final class Conversion {
             guard let shape = v.shape else { throw fail("input '\(v.name)' has no shape (its rank must be known)") }
             let type = TensorType(onnxType, shape)
             inputs.append(Argument(name: v.name, type: type))
-            values[v.name] = .value(name: v.name, type: type, elements: nil)
             usedNames.insert(v.name)
+            if onnxType == .float64 {
+                // Kiln computes in float32, so a float64 input is float32 for the rest of the graph
+                // (as float64 constants are): one cast, which the runtime's widening makes a no-op.
+                let name = freshName("\(v.name)_float32"), narrow = TensorType(.float32, shape)
+                usedNames.insert(name)
+                operations.append(Operation(opType: "cast", name: freshOpName("\(v.name)_cast"), inputs: [v.name],
+                                            outputs: [Value(name: name, type: narrow)], attributes: ["to": .dtype(.float32)], source: ""))
+                values[v.name] = .value(name: name, type: narrow, elements: nil)
+            } else {
+                values[v.name] = .value(name: v.name, type: type, elements: nil)
+            }
         }
         let converter = NodeConverter(self)
         for node in try sortedNodes() {

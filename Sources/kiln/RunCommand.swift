@@ -127,6 +127,9 @@ enum RunCommand {
         case .int16: values = c.scalars(as: Int16.self).map { Double($0) }
         case .int8: values = c.scalars(as: Int8.self).map { Double($0) }
         case .uint8: values = c.scalars(as: UInt8.self).map { Double($0) }
+        case .uint16: values = c.scalars(as: UInt16.self).map { Double($0) }
+        case .uint32: values = c.scalars(as: UInt32.self).map { Double($0) }
+        case .uint64: values = c.scalars(as: UInt64.self).map { Double($0) }
         case .bool: values = c.scalars(as: Bool.self).map { $0 ? 1 : 0 }
         default: break
         }

@@ -22,6 +22,15 @@ final class NPYTests: XCTestCase {
         XCTAssertEqual(try NDArray(npyFile: "\(dir)/int8.npy").scalars(as: Int8.self), [0, 1, 2, 3, 4, 5])
         XCTAssertEqual(try NDArray(npyFile: "\(dir)/uint8.npy").scalars(as: UInt8.self), [0, 1, 2, 3, 4, 5])
         XCTAssertEqual(try NDArray(npyFile: "\(dir)/bool.npy").scalars(as: Bool.self), [true, false, true, false, false, true])
+        XCTAssertEqual(try NDArray(npyFile: "\(dir)/uint16.npy").scalars(as: UInt16.self), [0, 1, 2, 3, 4, 5])
+        XCTAssertEqual(try NDArray(npyFile: "\(dir)/uint32.npy").scalars(as: UInt32.self), [0, 1, 2, 3, 4, 5])
+        XCTAssertEqual(try NDArray(npyFile: "\(dir)/uint64.npy").scalars(as: UInt64.self), [0, 1, 2, 3, 4, 5])
+        // bfloat16 is NumPy's 2-byte void holding the bits.
+        let bf16 = try NDArray(npyFile: "\(dir)/bfloat16.npy")
+        XCTAssertEqual(bf16.scalarType, .bfloat16)
+        XCTAssertEqual(bf16.withUnsafeBytes { raw in (0 ..< 6).map { Float(bitPattern: UInt32(raw.load(fromByteOffset: 2 * $0, as: UInt16.self)) << 16) } },
+                       [0, 0.5, 1, 1.5, 2, 2.5])
+        XCTAssertEqual(try NDArray(npyBytes: bf16.npyBytes()).bytes, bf16.bytes)
         XCTAssertEqual(try NDArray(npyFile: "\(dir)/float32.npy").shape, [2, 3])
         let scalar = try NDArray(npyFile: "\(dir)/scalar.npy")
         XCTAssertEqual(scalar.shape, [])

@@ -5,14 +5,15 @@
 public enum DataType: String, Sendable, CaseIterable, Hashable, Codable {
     case float32, float16, bfloat16, float64
     case int64, int32, int16, int8, uint8, bool
+    case uint16, uint32, uint64
     case int4, uint1, uint2, uint3, uint4, uint6
 
     /// Bits one element occupies in storage.
     public var bitWidth: Int {
         switch self {
-        case .float32, .int32: return 32
-        case .float16, .bfloat16, .int16: return 16
-        case .int64, .float64: return 64
+        case .float32, .int32, .uint32: return 32
+        case .float16, .bfloat16, .int16, .uint16: return 16
+        case .int64, .float64, .uint64: return 64
         case .int8, .uint8, .bool: return 8
         case .int4, .uint4: return 4
         case .uint1: return 1

@@ -32,7 +32,7 @@ extension OpSet {
     }
 
     static func requireInteger(_ t: TensorType, _ op: String) throws {
-        guard [.int64, .int32, .int16, .int8, .uint8].contains(t.dtype) else { throw OpError("\(op) needs an integer input, got \(t.dtype.rawValue)") }
+        guard [.int64, .int32, .int16, .int8, .uint8, .uint16, .uint32, .uint64].contains(t.dtype) else { throw OpError("\(op) needs an integer input, got \(t.dtype.rawValue)") }
     }
 
     static func requireFloat(_ t: TensorType, _ op: String) throws {

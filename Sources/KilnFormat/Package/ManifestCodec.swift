@@ -12,7 +12,7 @@ package enum ManifestCodec {
     static let dataTypeNumbers: [DataType: UInt32] = [
         .float32: 1, .float16: 2, .bfloat16: 3, .int64: 4, .int32: 5, .int16: 6, .int8: 7,
         .uint8: 8, .bool: 9, .int4: 10, .uint1: 11, .uint2: 12, .uint3: 13, .uint4: 14, .uint6: 15,
-        .float64: 16,
+        .float64: 16, .uint16: 17, .uint32: 18, .uint64: 19,
     ]
     static let dataTypesByNumber: [UInt32: DataType] = Dictionary(
         uniqueKeysWithValues: dataTypeNumbers.map { ($0.value, $0.key) })

@@ -16,6 +16,9 @@ extension NDArray {
     static let npyDescriptors: [String: DataType] = [
         "<f4": .float32, "<f2": .float16, "<f8": .float64, "<i8": .int64, "<i4": .int32, "<i2": .int16,
         "|i1": .int8, "<i1": .int8, "|u1": .uint8, "<u1": .uint8, "|b1": .bool, "<b1": .bool,
+        "<u2": .uint16, "<u4": .uint32, "<u8": .uint64,
+        // NumPy has no bfloat16: a 2-byte void holds its bits (what ml_dtypes' bfloat16 saves as).
+        "|V2": .bfloat16, "<V2": .bfloat16,
     ]
 
     /// Reads an `.npy` file.
@@ -95,6 +98,7 @@ extension NDArray {
         let written: [DataType: String] = [
             .float32: "<f4", .float16: "<f2", .float64: "<f8", .int64: "<i8", .int32: "<i4",
             .int16: "<i2", .int8: "|i1", .uint8: "|u1", .bool: "|b1",
+            .uint16: "<u2", .uint32: "<u4", .uint64: "<u8", .bfloat16: "|V2",
         ]
         let descr = written[scalarType]
         precondition(descr != nil, "\(scalarType.rawValue) has no .npy encoding")

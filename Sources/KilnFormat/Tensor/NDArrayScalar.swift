@@ -14,4 +14,7 @@ extension Int32: NDArrayScalar { public static var scalarType: DataType { .int32
 extension Int16: NDArrayScalar { public static var scalarType: DataType { .int16 } }
 extension Int8: NDArrayScalar { public static var scalarType: DataType { .int8 } }
 extension UInt8: NDArrayScalar { public static var scalarType: DataType { .uint8 } }
+extension UInt16: NDArrayScalar { public static var scalarType: DataType { .uint16 } }
+extension UInt32: NDArrayScalar { public static var scalarType: DataType { .uint32 } }
+extension UInt64: NDArrayScalar { public static var scalarType: DataType { .uint64 } }
 extension Bool: NDArrayScalar { public static var scalarType: DataType { .bool } }

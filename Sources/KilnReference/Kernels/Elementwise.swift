@@ -83,6 +83,9 @@ enum Elementwise {
         case .int16: return try integerArithmetic(op, a, b, Int16.self)
         case .int8: return try integerArithmetic(op, a, b, Int8.self)
         case .uint8: return try integerArithmetic(op, a, b, UInt8.self)
+        case .uint16: return try integerArithmetic(op, a, b, UInt16.self)
+        case .uint32: return try integerArithmetic(op, a, b, UInt32.self)
+        case .uint64: return try integerArithmetic(op, a, b, UInt64.self)
         default: break
         }
         throw OpError("\(op) does not support \(a.scalarType.rawValue)")
@@ -108,11 +111,12 @@ enum Elementwise {
         case "bitwise_and": return try binary(a, b, T.self, T.self) { $0 & $1 }
         case "bitwise_or": return try binary(a, b, T.self, T.self) { $0 | $1 }
         case "bitwise_xor": return try binary(a, b, T.self, T.self) { $0 ^ $1 }
-        // Shifts by the bit width or more give 0 (the value is treated as unsigned bits, as ONNX's BitShift is for unsigned types).
+        // A shift out of range (negative, or the bit width or more) gives the full-width result: 0,
+        // or -1 for a right shift of a negative value. Right shifts of signed types are arithmetic.
         case "shift_left": return try binary(a, b, T.self, T.self) { $1 < 0 || $1 >= T.bitWidth ? 0 : $0 << $1 }
         case "shift_right": return try binary(a, b, T.self, T.self) { x, n in
-            guard n >= 0, n < T.bitWidth else { return 0 }
-            return T(truncatingIfNeeded: T.Magnitude(truncatingIfNeeded: x) >> T.Magnitude(n))
+            guard n >= 0, n < T.bitWidth else { return x < 0 ? ~0 : 0 }
+            return x >> n
         }
         default: throw OpError("\(op) does not support \(a.scalarType.rawValue)")
         }
@@ -137,6 +141,10 @@ enum Elementwise {
         case .int16: return try run(Int16.self)
         case .int8: return try run(Int8.self)
         case .uint8: return try run(UInt8.self)
+        case .uint16: return try run(UInt16.self)
+        case .uint32: return try run(UInt32.self)
+        case .uint64: return try run(UInt64.self)
+        case .float64: return try run(Double.self)
         case .bool:
             guard op == "equal" else { throw OpError("\(op) does not support bool") }
             return try binary(a, b, Bool.self, Bool.self) { $0 == $1 }
@@ -181,7 +189,7 @@ enum Elementwise {
         switch x.scalarType {
         case .float32: values = x.f32.map { Double($0) }
         case .float64: values = Array(x.contiguousElements(as: Double.self)!)
-        default: values = try x.intValues().map { Double($0) }
+        default: values = try x.doubleValues()
         }
         func ints<T: NDArrayScalar & FixedWidthInteger>(_: T.Type) -> NDArray {
             NDArray.make(x.shape, T.self) { out in
@@ -202,6 +210,9 @@ enum Elementwise {
         case .int16: return ints(Int16.self)
         case .int8: return ints(Int8.self)
         case .uint8: return ints(UInt8.self)
+        case .uint16: return ints(UInt16.self)
+        case .uint32: return ints(UInt32.self)
+        case .uint64: return ints(UInt64.self)
         case .bool: return NDArray(shape: x.shape, scalars: values.map { $0 != 0 })
         default: throw OpError("cannot cast to \(to.rawValue)")
         }

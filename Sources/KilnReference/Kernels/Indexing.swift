@@ -62,6 +62,9 @@ enum Indexing {
         case .int16: return try typed(Int16.self)
         case .int8: return try typed(Int8.self)
         case .uint8: return try typed(UInt8.self)
+        case .uint16: return try typed(UInt16.self)
+        case .uint32: return try typed(UInt32.self)
+        case .uint64: return try typed(UInt64.self)
         case .bool where reduction == "none":
             var out = data.contiguous()
             let u = updates.contiguous().scalars(as: Bool.self)

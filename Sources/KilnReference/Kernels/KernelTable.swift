@@ -99,7 +99,10 @@ enum KernelTable {
         case "bitwise_not":
             return { inputs in
                 let x = try present(inputs, 0)
-                return [try Elementwise.arithmetic("bitwise_xor", x, try Elementwise.cast(NDArray(scalar: Int64(-1)), to: x.scalarType))]
+                // All bits set, whatever the integer type.
+                var ones = NDArray(shape: [], scalarType: x.scalarType)
+                ones.withUnsafeMutableBytes { for i in $0.indices { $0[i] = 0xFF } }
+                return [try Elementwise.arithmetic("bitwise_xor", x, ones)]
             }
         case "prelu":
             return { inputs in

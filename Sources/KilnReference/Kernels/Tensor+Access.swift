@@ -27,6 +27,10 @@ extension NDArray {
         case .int16: return c.contiguousElements(as: Int16.self)!.map { Int($0) }
         case .int8: return c.contiguousElements(as: Int8.self)!.map { Int($0) }
         case .uint8: return c.contiguousElements(as: UInt8.self)!.map { Int($0) }
+        case .uint16: return c.contiguousElements(as: UInt16.self)!.map { Int($0) }
+        case .uint32: return c.contiguousElements(as: UInt32.self)!.map { Int($0) }
+        // Values above Int64.max wrap (indices and shapes never hold them).
+        case .uint64: return c.contiguousElements(as: UInt64.self)!.map { Int(truncatingIfNeeded: $0) }
         case .bool: return c.contiguousElements(as: Bool.self)!.map { $0 ? 1 : 0 }
         case .float32: return try c.contiguousElements(as: Float.self)!.map {
             guard let v = Int(exactly: $0.rounded(.towardZero)) else { throw OpError("value \($0) is not an integer") }
@@ -41,6 +45,7 @@ extension NDArray {
         switch scalarType {
         case .float32: return scalars(as: Float.self).map { Double($0) }
         case .float64: return scalars(as: Double.self)
+        case .uint64: return scalars(as: UInt64.self).map { Double($0) }
         default: return try intValues().map { Double($0) }
         }
     }
