@@ -58,7 +58,9 @@ KILN_OP = {
     "PRelu": "prelu", "Trilu": "trilu", "ReduceL1": "reduce_l1", "ReduceSumSquare": "reduce_sum_square",
     "ReduceLogSum": "reduce_log_sum", "ReduceLogSumExp": "reduce_log_sum_exp", "CumProd": "cumprod",
     "Hardmax": "hardmax", "ScatterElements": "scatter_elements", "OneHot": "one_hot", "EyeLike": "eye_like",
-    "Compress": "compress",
+    "Compress": "compress", "Attention": "attention", "NegativeLogLikelihoodLoss": "nll_loss",
+    "QuantizeLinear": "quantize_linear", "DequantizeLinear": "dequantize_linear",
+    "DynamicQuantizeLinear": "dynamic_quantize_linear", "MatMulInteger": "matmul_integer", "QLinearMatMul": "qlinear_matmul",
 }
 ATTR_RENAME = {"transA": "trans_a", "transB": "trans_b"}
 DTYPE = {"float32": "float32", "float16": "float16", "float64": "float64", "int64": "int64",
@@ -580,6 +582,31 @@ case("eye_like", "EyeLike", [f32(3, 4)], {"k": 1})
 case("eye_like_int", "EyeLike", [f32(4, 3)], {"k": -1, "dtype": TensorProto.INT64})
 case("compress_axis", "Compress", [f32(3, 4), np.array([True, False, True])], {"axis": 0})
 case("compress_flat", "Compress", [f32(2, 3), np.array([False, True, True, False, True])])
+
+case("attention_causal", "Attention", [f32(2, 3, 4, 8), f32(2, 3, 6, 8), f32(2, 3, 6, 5)], {"is_causal": 1}, opset=23)
+case("attention_3d_gqa_mask", "Attention", [f32(1, 4, 16), f32(1, 5, 8), f32(1, 5, 6), f32(4, 5)],
+     {"q_num_heads": 4, "kv_num_heads": 2, "scale": 0.3}, opset=23)
+case("attention_cache_scores", "Attention", [f32(1, 2, 3, 4), f32(1, 2, 3, 4), f32(1, 2, 3, 4), np.array([[True, False, True, True, True, False]] * 3),
+     f32(1, 2, 3, 4), f32(1, 2, 3, 4)], {"qk_matmul_output_mode": 3, "softcap": 2.0}, outputs=4, opset=23)
+
+case("nll_loss_weighted_mean", "NegativeLogLikelihoodLoss", [f32(3, 4, 2), i64([[0, 3], [1, 1], [2, 0]]), f32(4, lo=0.5, hi=1.5)],
+     {"ignore_index": 1})
+case("nll_loss_none", "NegativeLogLikelihoodLoss", [f32(3, 4), i64([0, 3, 1])], {"reduction": "none"})
+
+qx = f32(2, 3, 4, lo=-2, hi=2)
+case("quantize_linear_per_tensor", "QuantizeLinear", [qx, np.array(0.02, dtype=np.float32), np.array(128, dtype=np.uint8)])
+case("quantize_linear_per_axis_int8", "QuantizeLinear", [qx, np.array([0.01, 0.02, 0.05], dtype=np.float32), np.array([0, -3, 5], dtype=np.int8)])
+case("quantize_linear_blocked", "QuantizeLinear", [qx, f32(2, 3, 2, lo=0.01, hi=0.05), np.zeros((2, 3, 2), dtype=np.int8)],
+     {"axis": 2, "block_size": 2})
+case("dequantize_linear_per_axis", "DequantizeLinear", [np.array([[0, 128, 255], [3, 4, 5]], dtype=np.uint8), np.array([0.5, 0.25], dtype=np.float32),
+     np.array([128, 2], dtype=np.uint8)], {"axis": 0})
+case("dequantize_linear_int16", "DequantizeLinear", [np.array([-30000, 0, 12345], dtype=np.int16), np.array(0.001, dtype=np.float32)])
+case("dynamic_quantize_linear", "DynamicQuantizeLinear", [f32(3, 4, lo=-1, hi=3)], outputs=3)
+case("matmul_integer", "MatMulInteger", [rng.integers(0, 255, (2, 3, 4)).astype(np.uint8), rng.integers(-128, 127, (4, 5)).astype(np.int8),
+     np.array(12, dtype=np.uint8), np.array(-3, dtype=np.int8)])
+case("qlinear_matmul", "QLinearMatMul", [rng.integers(0, 255, (3, 4)).astype(np.uint8), np.array(0.02, dtype=np.float32), np.array(120, dtype=np.uint8),
+     rng.integers(0, 255, (4, 2)).astype(np.uint8), np.array(0.01, dtype=np.float32), np.array(128, dtype=np.uint8),
+     np.array(0.05, dtype=np.float32), np.array(100, dtype=np.uint8)])
 
 with open(OUT, "w") as f:
     json.dump({"generator": "tools/make_op_fixtures.py", "onnxruntime": ort.__version__, "opset": OPSET, "cases": cases},

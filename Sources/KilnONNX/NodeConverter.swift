@@ -13,7 +13,7 @@ struct NodeConverter {
         "InstanceNormalization", "LayerNormalization", "Softmax", "LogSoftmax", "MaxPool", "AveragePool",
         "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceL1", "ReduceSumSquare",
         "ReduceLogSum", "ReduceLogSumExp", "CastLike", "Trilu", "CumProd", "Hardmax", "ScatterElements", "Scatter", "OneHot",
-        "EyeLike", "Compress", "RMSNormalization", "Swish", "LpNormalization", "Reshape", "Squeeze",
+        "EyeLike", "Compress", "QuantizeLinear", "DequantizeLinear", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "RMSNormalization", "Swish", "LpNormalization", "Reshape", "Squeeze",
         "Unsqueeze", "Split", "Slice", "Expand", "Tile", "Pad", "Resize", "Upsample", "TopK", "CumSum",
         "ConstantOfShape", "Shape", "Size", "Range", "Flatten", "Concat", "Gather", "Transpose", "LSTM", "GRU",
     ])
@@ -34,7 +34,8 @@ struct NodeConverter {
         "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh", "Softplus": "softplus", "Softsign": "softsign", "Mish": "mish",
         "Sign": "sign", "Elu": "elu", "Celu": "celu", "Selu": "selu", "ThresholdedRelu": "thresholded_relu", "Shrink": "shrink",
         "Mod": "mod", "BitShift": "bit_shift", "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor",
-        "BitwiseNot": "bitwise_not", "PRelu": "prelu",
+        "BitwiseNot": "bitwise_not", "PRelu": "prelu", "Attention": "attention", "DynamicQuantizeLinear": "dynamic_quantize_linear",
+        "MatMulInteger": "matmul_integer", "QLinearMatMul": "qlinear_matmul",
     ]
 
     /// Kiln's name of each ONNX reduction.
@@ -340,6 +341,21 @@ struct NodeConverter {
             try emit(node, "eye_like", [input(node, 0)], attrs)
         case "Compress":
             try emit(node, "compress", Array(node.inputs.prefix(2)), try attributes(node, only: ["axis"]))
+        case "QuantizeLinear", "DequantizeLinear":
+            var attrs = try attributes(node, only: ["axis", "block_size"])
+            if case .int(let code)? = node.attributes["output_dtype"], code != 0 {
+                guard let dtype = ONNXDecoder.dtypes[Int32(code)] else { throw c.fail("node '\(node.name)' (\(op)): unsupported output_dtype \(code)") }
+                attrs["output_dtype"] = .dtype(dtype == .float64 ? .float32 : dtype)
+            }
+            try emit(node, op == "QuantizeLinear" ? "quantize_linear" : "dequantize_linear", Array(node.inputs.prefix(3)), attrs)
+        case "NegativeLogLikelihoodLoss":
+            try emit(node, "nll_loss", Array(node.inputs.prefix(3)), try attributes(node, only: ["reduction", "ignore_index"]))
+        case "SoftmaxCrossEntropyLoss":
+            // log_softmax over the classes (the optional second output), then the NLL loss.
+            let logProb = node.outputs.count > 1 && !node.outputs[1].isEmpty ? node.outputs[1] : c.freshName("\(input(node, 0))_log_prob")
+            try emit(node, "log_softmax", [input(node, 0)], ["axis": .int(1)], outputs: [logProb])
+            try emit(node, "nll_loss", [logProb] + Array(node.inputs.dropFirst().prefix(2)),
+                     try attributes(node, only: ["reduction", "ignore_index"]), outputs: [node.outputs[0]])
         case "RMSNormalization":
             try rmsNormalization(node)
         case "Swish":

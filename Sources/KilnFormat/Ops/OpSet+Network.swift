@@ -101,7 +101,8 @@ extension OpSet {
         try channelsLayout(attributes).output
     }
 
-    static func matmulShape(_ a: TensorType, _ b: TensorType) throws -> [Dimension] {
+    /// The output dims of a NumPy-style matrix product.
+    public static func matmulShape(_ a: TensorType, _ b: TensorType) throws -> [Dimension] {
         guard a.rank >= 1, b.rank >= 1 else { throw OpError("matmul operands need rank ≥ 1") }
         let a2 = a.rank == 1 ? [.size(1)] + a.shape : a.shape
         let b2 = b.rank == 1 ? b.shape + [.size(1)] : b.shape
@@ -115,6 +116,39 @@ extension OpSet {
     static let windowAttributes: [String: AttributeKind] = [
         "strides": .ints, "pads": .ints, "dilations": .ints, "auto_pad": .string, "channels_last": .int,
     ]
+
+    /// `attention`'s outputs: Y like Q (V's head size), the present key and value caches
+    /// `[B, Hkv, past + L, ·]`, and the scores `[B, Hq, S, past + L]`.
+    static func attentionTypes(_ ctx: OpSchema.Context) throws -> [TensorType?] {
+        let (q, k, v) = (try ctx.input(0), try ctx.input(1), try ctx.input(2))
+        guard (q.rank == 3 || q.rank == 4), k.rank == q.rank, v.rank == q.rank else { throw OpError("q, k and v must all be 3-D or all 4-D") }
+        try sameDType([q, k, v])
+        try requireFloat(q, "attention")
+        let heads = (q: try ctx.attributes.int("q_num_heads", 0), kv: try ctx.attributes.int("kv_num_heads", 0))
+        func div(_ d: Dimension, _ n: Int) -> Dimension { d.size.map { n > 0 && $0 % n == 0 ? .size($0 / n) : .unknown } ?? .unknown }
+        // 4-D views: [B, H, S, D].
+        let (batch, hq, s, dq): (Dimension, Dimension, Dimension, Dimension)
+        let (hkv, l, dk, dv): (Dimension, Dimension, Dimension, Dimension)
+        if q.rank == 3 {
+            guard heads.q > 0, heads.kv > 0 else { throw OpError("3-D attention needs q_num_heads and kv_num_heads") }
+            (batch, hq, s, dq) = (q.shape[0], .size(heads.q), q.shape[1], div(q.shape[2], heads.q))
+            (hkv, l, dk, dv) = (.size(heads.kv), k.shape[1], div(k.shape[2], heads.kv), div(v.shape[2], heads.kv))
+        } else {
+            (batch, hq, s, dq) = (q.shape[0], q.shape[1], q.shape[2], q.shape[3])
+            (hkv, l, dk, dv) = (k.shape[1], k.shape[2], k.shape[3], v.shape[3])
+        }
+        try requireEqual(dq, dk, "q and k head sizes")
+        var total = l
+        if let past = ctx.optionalInput(4) {
+            guard past.rank == 4 else { throw OpError("past_key must be 4-D") }
+            total = past.shape[2].size.flatMap { p in l.size.map { .size(p + $0) } } ?? .unknown
+        }
+        let y = q.rank == 3 ? TensorType(q.dtype, [batch, s, hq.size.flatMap { h in dv.size.map { .size(h * $0) } } ?? .unknown])
+            : TensorType(q.dtype, [batch, hq, s, dv])
+        let all = [y, TensorType(q.dtype, [batch, hkv, total, dk]), TensorType(q.dtype, [batch, hkv, total, dv]),
+                   TensorType(q.dtype, [batch, hq, s, total])]
+        return Array(all.prefix(max(1, ctx.outputCount)))
+    }
 
     static var networkOps: [OpSchema] {
         [
@@ -236,6 +270,35 @@ extension OpSet {
                 _ = try axis(ctx, default: -1, rank: x.rank)
                 return [x]
             },
+            op("dequantize_linear", ["x", "x_scale", "x_zero_point?"], ["axis": .int, "block_size": .int, "output_dtype": .dtype]) { ctx in
+                let (x, s) = (try ctx.input(0), try ctx.input(1))
+                try requireFloat(s, "dequantize_linear's scale")
+                var dtype = s.dtype
+                if case .dtype(let d)? = ctx.attributes["output_dtype"] { dtype = d }
+                return [TensorType(dtype, x.shape)]
+            },
+            op("quantize_linear", ["x", "y_scale", "y_zero_point?"], ["axis": .int, "block_size": .int, "output_dtype": .dtype,
+                                                                     "saturate": .int, "precision": .int]) { ctx in
+                let x = try ctx.input(0)
+                var dtype = ctx.optionalInput(2)?.dtype ?? .uint8
+                if case .dtype(let d)? = ctx.attributes["output_dtype"] { dtype = d }
+                guard [.uint8, .int8, .uint16, .int16].contains(dtype) else { throw OpError("quantize_linear cannot make \(dtype.rawValue)") }
+                return [TensorType(dtype, x.shape)]
+            },
+            op("dynamic_quantize_linear", ["x"], outputs: 3 ... 3) { ctx in
+                let x = try ctx.input(0)
+                return [TensorType(.uint8, x.shape), TensorType(.float32, []), TensorType(.uint8, [])]
+            },
+            op("matmul_integer", ["a", "b", "a_zero_point?", "b_zero_point?"]) { ctx in
+                [TensorType(.int32, try matmulShape(try ctx.input(0), try ctx.input(1)))]
+            },
+            op("qlinear_matmul", ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"]) { ctx in
+                [TensorType(try ctx.input(7).dtype, try matmulShape(try ctx.input(0), try ctx.input(3)))]
+            },
+            op("attention", ["q", "k", "v", "attn_mask?", "past_key?", "past_value?", "nonpad_kv_seqlen?"], outputs: 1 ... 4,
+               ["scale": .float, "is_causal": .int, "q_num_heads": .int, "kv_num_heads": .int, "softmax_precision": .int,
+                "softcap": .float, "qk_matmul_output_mode": .int, "left_window_size": .int, "right_window_size": .int],
+               infer: attentionTypes),
         ]
     }
 }

@@ -55,6 +55,15 @@ extension OpSet {
         ops += [
             op("cumsum", ["x", "axis?"], ["axis": .int, "exclusive": .int, "reverse": .int], infer: sameAsInput),
             op("cumprod", ["x", "axis?"], ["axis": .int, "exclusive": .int, "reverse": .int], infer: sameAsInput),
+            op("nll_loss", ["x", "target", "weight?"], ["reduction": .string, "ignore_index": .int]) { ctx in
+                let (x, target) = (try ctx.input(0), try ctx.input(1))
+                guard x.rank >= 2, target.rank == x.rank - 1 else { throw OpError("nll_loss needs x [N, C, …] and target [N, …]") }
+                guard [.int64, .int32].contains(target.dtype) else { throw OpError("target must be int64 or int32") }
+                try requireFloat(x, "nll_loss")
+                let reduction = try ctx.attributes.string("reduction", "mean")
+                guard ["none", "sum", "mean"].contains(reduction) else { throw OpError("reduction must be none, sum or mean, got \"\(reduction)\"") }
+                return [TensorType(x.dtype, reduction == "none" ? target.shape : [])]
+            },
             op("hardmax", ["x"], ["axis": .int]) { ctx in
                 let x = try ctx.input(0)
                 _ = try axis(ctx, default: -1, rank: x.rank)

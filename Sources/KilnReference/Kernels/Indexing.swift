@@ -144,6 +144,36 @@ enum Indexing {
         return out
     }
 
+    /// `nll_loss`: `−x[n, target, …] · weight[target]` per element (0 where the target is
+    /// `ignore`), then none, the sum, or the weighted mean (divided by the weights summed).
+    static func nllLoss(_ x: NDArray, _ target: NDArray, _ weight: NDArray?, reduction: String, ignore: Int?) throws -> NDArray {
+        guard x.scalarType == .float32, x.rank >= 2, target.rank == x.rank - 1 else { throw OpError("nll_loss needs float x [N, C, …] and target [N, …]") }
+        let (n, c) = (x.shape[0], x.shape[1]), inner = x.shape[2...].reduce(1, *)
+        guard target.shape == [n] + Array(x.shape[2...]) else { throw OpError("target \(target.shape) does not fit x \(x.shape)") }
+        let w = try weight.map { w -> [Float] in
+            guard w.elementCount == c else { throw OpError("weight has \(w.elementCount) values for \(c) classes") }
+            return try Elementwise.cast(w, to: .float32).scalars(as: Float.self)
+        }
+        let t = try target.intValues(), p = x.contiguous().scalars(as: Float.self)
+        var losses = [Float](repeating: 0, count: t.count)
+        var weightSum: Float = 0
+        for i in 0 ..< n {
+            for k in 0 ..< inner {
+                let at = i * inner + k, cls = t[at]
+                if cls == ignore { continue }
+                guard cls >= 0, cls < c else { throw OpError("target \(cls) is out of range for \(c) classes") }
+                let wt = w?[cls] ?? 1
+                losses[at] = -p[(i * c + cls) * inner + k] * wt
+                weightSum += wt
+            }
+        }
+        switch reduction {
+        case "none": return NDArray(shape: target.shape, scalars: losses)
+        case "sum": return NDArray(shape: [], scalars: [losses.reduce(0, +)])
+        default: return NDArray(shape: [], scalars: [weightSum == 0 ? .nan : losses.reduce(0, +) / weightSum])
+        }
+    }
+
     /// `hardmax`: 1 at the first largest element along `axis`, 0 elsewhere.
     static func hardmax(_ x: NDArray, axis: Int) throws -> NDArray {
         guard x.scalarType == .float32 else { throw OpError("hardmax needs float32 input") }

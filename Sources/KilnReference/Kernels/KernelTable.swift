@@ -291,6 +291,39 @@ enum KernelTable {
                 return [try Reduction.cumsum(x, axis: try OpSet.normalize(axis: ax, rank: x.rank), exclusive: exclusive, reverse: reverse,
                                              product: product)]
             }
+        case "dequantize_linear":
+            let axis = try a.int("axis", 1), block = try a.int("block_size", 0)
+            return { inputs in
+                [try Quantization.dequantize(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, axis: axis, block: block)]
+            }
+        case "quantize_linear":
+            let axis = try a.int("axis", 1), block = try a.int("block_size", 0)
+            var fixed: DataType?
+            if case .dtype(let d)? = a["output_dtype"] { fixed = d }
+            let output = fixed
+            return { inputs in
+                let zp = inputs.count > 2 ? inputs[2] : nil
+                return [try Quantization.quantize(try present(inputs, 0), try present(inputs, 1), zp, axis: axis, block: block,
+                                                  dtype: output ?? zp?.scalarType ?? .uint8)]
+            }
+        case "dynamic_quantize_linear":
+            return { inputs in try Quantization.dynamicQuantize(try present(inputs, 0)) }
+        case "matmul_integer":
+            return { inputs in
+                [try Quantization.matmulInteger(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil,
+                                                inputs.count > 3 ? inputs[3] : nil)]
+            }
+        case "qlinear_matmul":
+            return { inputs in [try Quantization.qlinearMatmul(inputs)] }
+        case "attention":
+            let options = try Attention.Options(a), outputs = op.outputs.count
+            return { inputs in try Attention.run(inputs, options, outputs: outputs) }
+        case "nll_loss":
+            let reduction = try a.string("reduction", "mean"), ignore = a["ignore_index"] != nil ? try a.int("ignore_index", 0) : nil
+            return { inputs in
+                [try Indexing.nllLoss(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil,
+                                      reduction: reduction, ignore: ignore)]
+            }
         case "hardmax":
             let axis = try a.int("axis", -1)
             return { inputs in [try Indexing.hardmax(try present(inputs, 0), axis: axis)] }
