@@ -61,6 +61,7 @@ KILN_OP = {
     "Compress": "compress", "Attention": "attention", "NegativeLogLikelihoodLoss": "nll_loss",
     "QuantizeLinear": "quantize_linear", "DequantizeLinear": "dequantize_linear",
     "DynamicQuantizeLinear": "dynamic_quantize_linear", "MatMulInteger": "matmul_integer", "QLinearMatMul": "qlinear_matmul",
+    "RNN": "rnn", "LpPool": "lp_pool", "RotaryEmbedding": "rotary_embedding",
 }
 ATTR_RENAME = {"transA": "trans_a", "transB": "trans_b"}
 DTYPE = {"float32": "float32", "float16": "float16", "float64": "float64", "int64": "int64",
@@ -607,6 +608,16 @@ case("matmul_integer", "MatMulInteger", [rng.integers(0, 255, (2, 3, 4)).astype(
 case("qlinear_matmul", "QLinearMatMul", [rng.integers(0, 255, (3, 4)).astype(np.uint8), np.array(0.02, dtype=np.float32), np.array(120, dtype=np.uint8),
      rng.integers(0, 255, (4, 2)).astype(np.uint8), np.array(0.01, dtype=np.float32), np.array(128, dtype=np.uint8),
      np.array(0.05, dtype=np.float32), np.array(100, dtype=np.uint8)])
+
+case("rnn_bidirectional", "RNN", [f32(4, 2, 3), f32(2, 5, 3), f32(2, 5, 5), f32(2, 10), None, f32(2, 2, 5)],
+     {"hidden_size": 5, "direction": "bidirectional"}, outputs=2)
+case("rnn_relu_clip", "RNN", [f32(3, 2, 3), f32(1, 4, 3), f32(1, 4, 4)], {"hidden_size": 4, "activations": ["Relu"], "clip": 0.5}, outputs=2)
+case("lp_pool", "LpPool", [f32(1, 2, 5, 6)], {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1], "p": 3})
+case("lp_pool_default", "LpPool", [f32(1, 2, 4, 4)], {"kernel_shape": [2, 2]})
+rope = f32(2, 3, 5, 8)
+case("rotary_embedding", "RotaryEmbedding", [rope, f32(2, 5, 4), f32(2, 5, 4)], opset=23)
+case("rotary_embedding_3d_positions_interleaved", "RotaryEmbedding", [f32(2, 5, 12), f32(9, 2), f32(9, 2), i64([[0, 1, 2, 3, 4], [4, 5, 6, 7, 8]])],
+     {"num_heads": 2, "interleaved": 1, "rotary_embedding_dim": 4}, opset=23)
 
 with open(OUT, "w") as f:
     json.dump({"generator": "tools/make_op_fixtures.py", "onnxruntime": ort.__version__, "opset": OPSET, "cases": cases},

@@ -15,7 +15,7 @@ struct NodeConverter {
         "ReduceLogSum", "ReduceLogSumExp", "CastLike", "Trilu", "CumProd", "Hardmax", "ScatterElements", "Scatter", "OneHot",
         "EyeLike", "Compress", "QuantizeLinear", "DequantizeLinear", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "RMSNormalization", "Swish", "LpNormalization", "Reshape", "Squeeze",
         "Unsqueeze", "Split", "Slice", "Expand", "Tile", "Pad", "Resize", "Upsample", "TopK", "CumSum",
-        "ConstantOfShape", "Shape", "Size", "Range", "Flatten", "Concat", "Gather", "Transpose", "LSTM", "GRU",
+        "ConstantOfShape", "Shape", "Size", "Range", "Flatten", "Concat", "Gather", "Transpose", "LSTM", "GRU", "RNN", "LpPool",
     ])
 
     /// Operators whose attributes carry over unchanged.
@@ -34,7 +34,7 @@ struct NodeConverter {
         "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh", "Softplus": "softplus", "Softsign": "softsign", "Mish": "mish",
         "Sign": "sign", "Elu": "elu", "Celu": "celu", "Selu": "selu", "ThresholdedRelu": "thresholded_relu", "Shrink": "shrink",
         "Mod": "mod", "BitShift": "bit_shift", "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor",
-        "BitwiseNot": "bitwise_not", "PRelu": "prelu", "Attention": "attention", "DynamicQuantizeLinear": "dynamic_quantize_linear",
+        "BitwiseNot": "bitwise_not", "PRelu": "prelu", "Attention": "attention", "RotaryEmbedding": "rotary_embedding", "DynamicQuantizeLinear": "dynamic_quantize_linear",
         "MatMulInteger": "matmul_integer", "QLinearMatMul": "qlinear_matmul",
     ]
 
@@ -225,7 +225,7 @@ struct NodeConverter {
         let op = node.opType
         // Every ONNX operator has an output; the converters below read the first one, except the
         // recurrent ones, which name the outputs a node leaves out (often Y, when only Y_h is used).
-        let recurrent = op == "LSTM" || op == "GRU"
+        let recurrent = op == "LSTM" || op == "GRU" || op == "RNN"
         guard let first = node.outputs.first, !first.isEmpty || (recurrent && node.outputs.contains { !$0.isEmpty }) else {
             throw c.fail("node '\(node.name)' (\(op)) has no output")
         }
@@ -298,6 +298,9 @@ struct NodeConverter {
         case "Conv", "ConvTranspose":
             let attrs = try attributes(node, only: ["strides", "pads", "dilations", "auto_pad", "group", "output_padding", "output_shape", "kernel_shape"])
             try emit(node, op == "Conv" ? "conv" : "conv_transpose", node.inputs, attrs)
+        case "LpPool":
+            let attrs = try attributes(node, only: ["kernel_shape", "strides", "pads", "dilations", "auto_pad", "ceil_mode", "p"])
+            try emit(node, "lp_pool", [input(node, 0)], attrs)
         case "MaxPool", "AveragePool":
             if node.outputs.count > 1, !node.outputs[1].isEmpty {
                 throw c.fail("node '\(node.name)' (MaxPool): the indices output is not supported")
@@ -477,7 +480,7 @@ struct NodeConverter {
             }
         case "Range":
             try emit(node, "range", node.inputs, [:])
-        case "LSTM", "GRU":
+        case "LSTM", "GRU", "RNN":
             try Recurrent.convert(node, self)
         default:
             throw c.fail("node '\(node.name)': unsupported operator \(op)")

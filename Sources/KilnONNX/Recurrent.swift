@@ -1,6 +1,6 @@
 import KilnFormat
 
-/// LSTM and GRU: the ONNX operators map one to one onto Kiln's `lstm` and `gru`.
+/// RNN, LSTM and GRU: the ONNX operators map one to one onto Kiln's `rnn`, `lstm` and `gru`.
 enum Recurrent {
     static func convert(_ node: ONNXNode, _ converter: NodeConverter) throws {
         let isLSTM = node.opType == "LSTM"
@@ -8,6 +8,6 @@ enum Recurrent {
                                                            "activation_beta", "clip", "layout", "input_forget", "linear_before_reset"])
         var outputs = node.outputs
         while outputs.count < (isLSTM ? 3 : 2) { outputs.append("") }
-        try converter.emit(node, isLSTM ? "lstm" : "gru", node.inputs, attrs, outputs: outputs)
+        try converter.emit(node, node.opType.lowercased(), node.inputs, attrs, outputs: outputs)
     }
 }

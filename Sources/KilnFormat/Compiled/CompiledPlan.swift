@@ -140,6 +140,9 @@ public struct CompiledPlan: Sendable {
                 guard step.outputs.count == op.outputs.count else {
                     throw PackageError(field: "\(field).steps[\(k)]", reason: "\(step.outputs.count) outputs for \(op.outputs.count) declared")
                 }
+                guard step.inputs.count == op.inputs.count else {
+                    throw PackageError(field: "\(field).steps[\(k)]", reason: "\(step.inputs.count) inputs for the op's \(op.inputs.count)")
+                }
                 for s in step.inputs { try check(s, "steps[\(k)].inputs", optional: true) }
                 for s in step.outputs { try check(s, "steps[\(k)].outputs") }
             }

@@ -227,6 +227,22 @@ extension OpSet {
                 }
                 return [TensorType(x.dtype, dims)]
             },
+            op("lp_pool", ["x"], windowAttributes.merging(["kernel_shape!": .ints, "ceil_mode": .int, "p": .int]) { a, _ in a }) { ctx in
+                let x = try ctx.input(0)
+                guard x.rank >= 3 else { throw OpError("lp_pool needs x [N, C, …]") }
+                try requireFloat(x, "lp_pool")
+                let window = try Window(ctx.attributes, kernel: try ctx.attributes.ints("kernel_shape") ?? [])
+                guard window.kernel.count == x.rank - 2 else { throw OpError("kernel_shape must have \(x.rank - 2) entries") }
+                guard try ctx.attributes.int("p", 2) > 0 else { throw OpError("p must be positive") }
+                return [TensorType(x.dtype, windowOutput(x, channels: x.shape[1], window: window, layout: .first))]
+            },
+            op("rotary_embedding", ["x", "cos_cache", "sin_cache", "position_ids?"], ["interleaved": .int, "rotary_embedding_dim": .int,
+                                                                                     "num_heads": .int]) { ctx in
+                let x = try ctx.input(0)
+                guard x.rank == 3 || x.rank == 4 else { throw OpError("rotary_embedding needs a 3-D or 4-D input") }
+                try requireFloat(x, "rotary_embedding")
+                return [x]
+            },
             op("max_pool", ["x"], windowAttributes.merging(["kernel_shape!": .ints, "ceil_mode": .int, "storage_order": .int]) { a, _ in a }) { ctx in
                 let x = try ctx.input(0)
                 guard x.rank >= 3 else { throw OpError("max_pool needs x [N, C, …]") }

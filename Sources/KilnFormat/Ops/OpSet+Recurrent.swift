@@ -29,6 +29,9 @@ extension OpSet {
                recurrentAttributes.merging(["input_forget": .int]) { a, _ in a }) { ctx in
                 try recurrentTypes(ctx, gates: 4, states: 2)
             },
+            op("rnn", ["x", "w", "r", "b?", "sequence_lens?", "initial_h?"], outputs: 2 ... 2, recurrentAttributes) { ctx in
+                try recurrentTypes(ctx, gates: 1, states: 1)
+            },
             op("gru", ["x", "w", "r", "b?", "sequence_lens?", "initial_h?"], outputs: 2 ... 2,
                recurrentAttributes.merging(["linear_before_reset": .int]) { a, _ in a }) { ctx in
                 try recurrentTypes(ctx, gates: 3, states: 1)

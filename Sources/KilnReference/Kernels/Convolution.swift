@@ -1,5 +1,9 @@
 import KilnFormat
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Convolution, transposed convolution and pooling over any number of spatial dims.
 enum Convolution {
     /// Spatial geometry of one conv or pool: input/output sizes and per-dim padding.
@@ -174,7 +178,8 @@ enum Convolution {
     }
 
     /// Max or average pooling.
-    static func pool(_ x: NDArray, _ attributes: [String: AttributeValue], max isMax: Bool) throws -> NDArray {
+    /// Max, average or (with `lp`) Lp pooling: `(Σ |x|ᵖ)^(1/p)` over the window's inputs.
+    static func pool(_ x: NDArray, _ attributes: [String: AttributeValue], max isMax: Bool, lp: Float? = nil) throws -> NDArray {
         guard x.scalarType == .float32, x.rank >= 3 else { throw OpError("pooling needs float32 input [N, C, …]") }
         guard let kernel = try attributes.ints("kernel_shape"), kernel.count == x.rank - 2 else {
             throw OpError("kernel_shape must have \(x.rank - 2) entries")
@@ -213,10 +218,10 @@ enum Convolution {
                         }
                         guard inside else { continue }
                         let v = px[p * spatialIn + i]
-                        if isMax { if v > acc || v.isNaN { acc = v } } else { acc += v }
+                        if isMax { if v > acc || v.isNaN { acc = v } } else if let lp { acc += powf(abs(v), lp) } else { acc += v }
                         count += 1
                     }
-                    out[p * spatialOut + o] = isMax ? acc : acc / Float(max(includePad ? padded : count, 1))
+                    out[p * spatialOut + o] = isMax ? acc : lp.map { powf(acc, 1 / $0) } ?? acc / Float(max(includePad ? padded : count, 1))
                 }
             }
         }

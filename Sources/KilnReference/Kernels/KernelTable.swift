@@ -324,6 +324,15 @@ enum KernelTable {
                 [try Indexing.nllLoss(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil,
                                       reduction: reduction, ignore: ignore)]
             }
+        case "rotary_embedding":
+            let interleaved = try a.int("interleaved", 0) != 0, dim = try a.int("rotary_embedding_dim", 0), heads = try a.int("num_heads", 0)
+            return { inputs in
+                [try Rotary.run(try present(inputs, 0), cos: try present(inputs, 1), sin: try present(inputs, 2),
+                                positions: inputs.count > 3 ? inputs[3] : nil, interleaved: interleaved, dim: dim, heads: heads)]
+            }
+        case "lp_pool":
+            let p = Float(try a.int("p", 2))
+            return { inputs in [try Convolution.pool(try present(inputs, 0), a, max: false, lp: p)] }
         case "hardmax":
             let axis = try a.int("axis", -1)
             return { inputs in [try Indexing.hardmax(try present(inputs, 0), axis: axis)] }
@@ -366,8 +375,8 @@ enum KernelTable {
                 let (v, i) = try Reduction.topK(x, k: k, axis: try OpSet.normalize(axis: axis, rank: x.rank), largest: largest)
                 return [v, i]
             }
-        case "lstm", "gru":
-            let gates = op.opType == "lstm" ? 4 : 3
+        case "lstm", "gru", "rnn":
+            let gates = op.opType == "lstm" ? 4 : op.opType == "gru" ? 3 : 1
             _ = try Recurrent.Config(a, gates: gates)
             return { inputs in try Recurrent.run(inputs, a, gates: gates) }
         default:

@@ -4,7 +4,7 @@ import KilnFormat
 import Glibc
 #endif
 
-/// LSTM and GRU over a sequence, forward, reverse or both (ONNX semantics: gate order
+/// RNN, LSTM and GRU over a sequence, forward, reverse or both (ONNX semantics: gate order
 /// i, o, f, c for LSTM and z, r, h for GRU; biases W then R; optional peepholes,
 /// sequence lengths, initial states, clipping and activations).
 enum Recurrent {
@@ -51,7 +51,7 @@ enum Recurrent {
             batchFirst = try a.int("layout", 0) != 0
             linearBeforeReset = try a.int("linear_before_reset", 0) != 0
             if try a.int("input_forget", 0) != 0 { throw OpError("input_forget is not supported") }
-            let perDirection = gates == 4 ? ["Sigmoid", "Tanh", "Tanh"] : ["Sigmoid", "Tanh"]
+            let perDirection = gates == 4 ? ["Sigmoid", "Tanh", "Tanh"] : gates == 3 ? ["Sigmoid", "Tanh"] : ["Tanh"]
             let names = try a.strings("activations") ?? Array((0 ..< directions).map { _ in perDirection }.joined())
             guard names.count == perDirection.count * directions else {
                 throw OpError("activations needs \(perDirection.count * directions) names, got \(names.count)")
@@ -63,10 +63,10 @@ enum Recurrent {
         }
     }
 
-    /// Runs LSTM (`gates` = 4) or GRU (`gates` = 3).
+    /// Runs LSTM (`gates` = 4), GRU (`gates` = 3) or RNN (`gates` = 1).
     static func run(_ inputs: [NDArray?], _ attributes: [String: AttributeValue], gates: Int) throws -> [NDArray] {
         let c = try Config(attributes, gates: gates)
-        guard let x0 = inputs[0], let w = inputs[1], let r = inputs[2] else { throw OpError("X, W and R are required") }
+        guard inputs.count >= 3, let x0 = inputs[0], let w = inputs[1], let r = inputs[2] else { throw OpError("X, W and R are required") }
         guard x0.scalarType == .float32, x0.rank == 3 else { throw OpError("X must be float32 of rank 3") }
         let x = c.batchFirst ? x0.transposed([1, 0, 2]).contiguous() : x0
         let (seq, batch, inputSize) = (x.shape[0], x.shape[1], x.shape[2])
@@ -97,7 +97,8 @@ enum Recurrent {
         var pre = [Float](repeating: 0, count: gates * h)
         for d in 0 ..< dirs {
             let reverse = c.reverseOnly || d == 1
-            let f = c.activations[d * (gates == 4 ? 3 : 2)], g = c.activations[d * (gates == 4 ? 3 : 2) + 1]
+            let perDirection = gates == 4 ? 3 : gates == 3 ? 2 : 1
+            let f = c.activations[d * perDirection], g = c.activations[d * perDirection + (perDirection > 1 ? 1 : 0)]
             let hAct = gates == 4 ? c.activations[d * 3 + 2] : g
             let wd = pw.baseAddress! + d * gates * h * inputSize, rd = pr.baseAddress! + d * gates * h * h
             for n in 0 ..< batch {
@@ -114,7 +115,19 @@ enum Recurrent {
                         if let pb { s += pb[d * 2 * gates * h + row] }
                         pre[row] = s
                     }
-                    if gates == 4 {
+                    if gates == 1 {
+                        // h = f(W·x + R·h + Wb + Rb)
+                        var next = hs
+                        for j in 0 ..< h {
+                            var s: Float = 0
+                            let rr = rd + j * h
+                            for k in 0 ..< h { s += rr[k] * hs[k] }
+                            if let pb { s += pb[d * 2 * h + h + j] }
+                            let v = pre[j] + s
+                            next[j] = f.f(c.clip.map { max(-$0, min($0, v)) } ?? v)
+                        }
+                        hs = next
+                    } else if gates == 4 {
                         for row in 0 ..< 4 * h {
                             var s: Float = 0
                             let rr = rd + row * h
