@@ -125,6 +125,10 @@ public struct CompiledPlan: Sendable {
             guard plan.inputSlots.count == f.inputs.count, plan.outputSlots.count == f.outputs.count else {
                 throw PackageError(field: field, reason: "input or output slots disagree with the signature")
             }
+            // The signature is what callers make arrays from: no sub-byte (weight storage) type.
+            for a in f.inputs + f.outputs where a.type.dtype.isSubByte {
+                throw PackageError(field: "\(field) '\(a.name)'", reason: "\(a.type.dtype.rawValue) is a weight storage type, not a tensor type")
+            }
             for s in plan.inputSlots { try check(s, "input_slots") }
             for s in plan.outputSlots { try check(s, "output_slots") }
             for w in plan.weights {

@@ -65,6 +65,8 @@ enum Validation {
     }
 
     static func type(_ t: TensorType, _ field: String) throws {
+        // Sub-byte types are storage of compressed weight blobs only: no value has one.
+        guard !t.dtype.isSubByte else { throw PackageError(field: field, reason: "\(t.dtype.rawValue) is a weight storage type, not a tensor type") }
         var fixed: [Int] = []
         for (i, d) in t.shape.enumerated() {
             switch d {
