@@ -38,7 +38,7 @@ extension ReferenceKernel {
         guard x.scalarType == .float32, dtype != .float32, dtype.isFloatingPoint else { return x }
         let c = x.contiguous()
         return withExtendedLifetime(c) {
-            let p = c.f32
+            let p = c.contiguousElements(as: Float.self)!  // float32, checked above
             switch dtype {
             case .float16: return NDArray(shape: x.shape, scalars: p.map { Float16($0) })
             case .float64: return NDArray(shape: x.shape, scalars: p.map { Double($0) })

@@ -79,13 +79,13 @@ enum Attention {
             let full = [batch, hq, s, dims[3]]
             for i in 0 ..< 3 where dims[i] != 1 && dims[i] != full[i] { throw OpError("attn_mask \(m.shape) does not broadcast to [\(batch), \(hq), \(s), \(t)]") }
             let c = m.contiguous()
-            let vals: [Float] = m.scalarType == .bool ? c.scalars(as: Bool.self).map { $0 ? 0 : -.infinity } : try Elementwise.cast(c, to: .float32).scalars(as: Float.self)
+            let vals: [Float] = m.scalarType == .bool ? try c.values(Bool.self).map { $0 ? 0 : -.infinity } : try Elementwise.cast(c, to: .float32).scalars(as: Float.self)
             var strides = [Int](repeating: 0, count: 4), step = 1
             for i in stride(from: 3, through: 0, by: -1) { strides[i] = dims[i] == 1 ? 0 : step; step *= dims[i] }
             return (vals, strides, dims[3])
         }
         let scale = (o.scale ?? 1 / Float(d).squareRoot()).squareRoot()
-        let qs = q.scalars(as: Float.self), ks = keys.scalars(as: Float.self), vs = values.scalars(as: Float.self)
+        let qs = try q.values(Float.self), ks = try keys.values(Float.self), vs = try values.values(Float.self)
         var y = [Float](repeating: 0, count: batch * hq * s * dv)
         var scores = [Float](repeating: 0, count: outputs > 3 ? batch * hq * s * t : 0)
         var row = [Float](repeating: 0, count: t), bias = [Float](repeating: 0, count: t)

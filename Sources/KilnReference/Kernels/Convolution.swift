@@ -32,7 +32,7 @@ enum Convolution {
     static func adding(_ y: NDArray, _ residual: NDArray?) throws -> NDArray {
         guard let residual else { return y }
         guard residual.shape == y.shape, residual.scalarType == .float32 else { throw OpError("conv: residual \(residual.shape) does not fit the output \(y.shape)") }
-        let r = residual.contiguous().scalars(as: Float.self), v = y.scalars(as: Float.self)
+        let r = try residual.contiguous().values(Float.self), v = try y.values(Float.self)
         return NDArray(shape: y.shape, scalars: zip(v, r).map { $0 + $1 })
     }
 
@@ -51,7 +51,7 @@ enum Convolution {
         _ = try checkedShape([batch, outChannels] + g.output)
         let spatialIn = g.input.reduce(1, *), spatialOut = g.output.reduce(1, *), kernelSize = kernel.reduce(1, *)
         let cinG = channels / group, coutG = outChannels / group
-        let px = x.f32.baseAddress!, pw = w.f32.baseAddress!, pb = bias?.f32
+        let px = try x.f32.baseAddress!, pw = try w.f32.baseAddress!, pb = try bias?.f32
         // Work in up to three spatial dims by padding the geometry with size-1 dims.
         let d = kernel.count
         func at(_ v: [Int], _ i: Int, _ fill: Int) -> Int { i < 3 - d ? fill : v[i - (3 - d)] }
@@ -142,7 +142,7 @@ enum Convolution {
         if let bias, bias.shape != [outChannels] { throw OpError("conv_transpose: bias does not fit \(outChannels) channels") }
         _ = try checkedShape([batch, outChannels] + output)
         let spatialIn = input.reduce(1, *), spatialOut = output.reduce(1, *), kernelSize = kernel.reduce(1, *)
-        let px = x.f32, pw = w.f32, pb = bias?.f32
+        let px = try x.f32, pw = try w.f32, pb = try bias?.f32
         let inStrides = stridesOf(input), outStrides = stridesOf(output), kStrides = stridesOf(kernel)
         return NDArray.make([batch, outChannels] + output, Float.self) { out in
             for n in 0 ..< batch {
@@ -193,7 +193,7 @@ enum Convolution {
         let d = kernel.count
         let inStrides = stridesOf(g.input), outStrides = stridesOf(g.output), kStrides = stridesOf(kernel)
         let kernelSize = kernel.reduce(1, *)
-        let px = x.f32
+        let px = try x.f32
         // Padded extent (explicit pads only) bounds the window for count_include_pad.
         let padEnd = (0 ..< d).map { window.padding($0, size: g.input[$0]).1 }
         return NDArray.make([x.shape[0], x.shape[1]] + g.output, Float.self) { out in
@@ -231,7 +231,7 @@ enum Convolution {
     static func globalPool(_ x: NDArray, max isMax: Bool) throws -> NDArray {
         guard x.scalarType == .float32, x.rank >= 3 else { throw OpError("global pooling needs float32 input [N, C, …]") }
         let planes = x.shape[0] * x.shape[1], spatial = x.shape[2...].reduce(1, *)
-        let px = x.f32
+        let px = try x.f32
         return NDArray.make([x.shape[0], x.shape[1]] + Array(repeating: 1, count: x.rank - 2), Float.self) { out in
             for p in 0 ..< planes {
                 let row = px.baseAddress! + p * spatial

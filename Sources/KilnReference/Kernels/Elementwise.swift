@@ -7,8 +7,8 @@ import Glibc
 /// Elementwise kernels: unary maps, broadcasting binary ops, comparisons, casts.
 enum Elementwise {
     /// `f` applied to every float32 element.
-    static func mapFloat(_ x: NDArray, _ f: (Float) -> Float) -> NDArray {
-        let src = x.f32
+    static func mapFloat(_ x: NDArray, _ f: (Float) -> Float) throws -> NDArray {
+        let src = try x.f32
         return NDArray.make(x.shape, Float.self) { out in
             for i in 0 ..< src.count { out[i] = f(src[i]) }
         }
@@ -17,7 +17,7 @@ enum Elementwise {
     /// A float32 → bool test of every element.
     static func testFloat(_ x: NDArray, _ f: (Float) -> Bool) throws -> NDArray {
         guard x.scalarType == .float32 else { throw OpError("expected float32 input, got \(x.scalarType.rawValue)") }
-        let src = x.f32
+        let src = try x.f32
         return NDArray.make(x.shape, Bool.self) { out in
             for i in 0 ..< src.count { out[i] = f(src[i]) }
         }
@@ -27,7 +27,7 @@ enum Elementwise {
     static func binary<T: NDArrayScalar, R: NDArrayScalar>(_ a: NDArray, _ b: NDArray, _: T.Type, _: R.Type,
                                                           _ f: (T, T) throws -> R) throws -> NDArray {
         let shape = try broadcastShapes([a.shape, b.shape])
-        let pa = a.contiguousElements(as: T.self)!, pb = b.contiguousElements(as: T.self)!
+        let pa = try a.elements(T.self), pb = try b.elements(T.self)
         var out = NDArray(shape: shape, scalarType: R.scalarType)
         try out.mutableView(as: R.self) { o in
             if a.shape == b.shape {
@@ -178,17 +178,17 @@ enum Elementwise {
         if to == .float32 {
             // Exact in float32 rounding: straight conversions.
             switch x.scalarType {
-            case .bool: return NDArray.make(x.shape, Float.self) { out in for (i, v) in x.contiguousElements(as: Bool.self)!.enumerated() { out[i] = v ? 1 : 0 } }
-            case .int32: return NDArray.make(x.shape, Float.self) { out in for (i, v) in x.contiguousElements(as: Int32.self)!.enumerated() { out[i] = Float(v) } }
-            case .int64: return NDArray.make(x.shape, Float.self) { out in for (i, v) in x.contiguousElements(as: Int64.self)!.enumerated() { out[i] = Float(v) } }
+            case .bool: return try NDArray.make(x.shape, Float.self) { out in for (i, v) in try x.elements(Bool.self).enumerated() { out[i] = v ? 1 : 0 } }
+            case .int32: return try NDArray.make(x.shape, Float.self) { out in for (i, v) in try x.elements(Int32.self).enumerated() { out[i] = Float(v) } }
+            case .int64: return try NDArray.make(x.shape, Float.self) { out in for (i, v) in try x.elements(Int64.self).enumerated() { out[i] = Float(v) } }
             default: break
             }
         }
         // Floats (float16/bfloat16/float64 are held as float32 inside the interpreter).
         let values: [Double]
         switch x.scalarType {
-        case .float32: values = x.f32.map { Double($0) }
-        case .float64: values = Array(x.contiguousElements(as: Double.self)!)
+        case .float32: values = try x.f32.map { Double($0) }
+        case .float64: values = Array(try x.elements(Double.self))
         default: values = try x.doubleValues()
         }
         func ints<T: NDArrayScalar & FixedWidthInteger>(_: T.Type) -> NDArray {
@@ -223,7 +223,7 @@ enum Elementwise {
         guard c.scalarType == .bool else { throw OpError("condition must be bool") }
         guard x.scalarType == y.scalarType else { throw OpError("where branches differ in dtype") }
         let shape = try broadcastShapes([c.shape, x.shape, y.shape])
-        let pc = c.contiguousElements(as: Bool.self)!
+        let pc = try c.elements(Bool.self)
         var indices = [Int](repeating: 0, count: shape.reduce(1, *))
         var pick = [Bool](repeating: false, count: indices.count)
         forEachIndex(shape, [broadcastStrides(c.shape, to: shape), broadcastStrides(x.shape, to: shape),

@@ -38,7 +38,7 @@ enum Indexing {
         }
         func typed<T: NDArrayScalar & Comparable & Numeric>(_: T.Type) throws -> NDArray {
             var out = data.contiguous()
-            let u = updates.contiguous().scalars(as: T.self)
+            let u = try updates.contiguous().values(T.self)
             try out.mutableView(as: T.self) { p in
                 for (k, t) in targets.enumerated() {
                     switch reduction {
@@ -67,7 +67,7 @@ enum Indexing {
         case .uint64: return try typed(UInt64.self)
         case .bool where reduction == "none":
             var out = data.contiguous()
-            let u = updates.contiguous().scalars(as: Bool.self)
+            let u = try updates.contiguous().values(Bool.self)
             out.mutableView(as: Bool.self) { p in for (k, t) in targets.enumerated() { p[t] = u[k] } }
             return out
         default: throw OpError("scatter_elements does not support \(data.scalarType.rawValue)")
@@ -119,7 +119,7 @@ enum Indexing {
     /// `compress`: the slices along `axis` (of the flattened input when `axis` is nil) whose
     /// condition is true; a condition shorter than the dim leaves the rest out.
     static func compress(_ x: NDArray, _ condition: NDArray, axis: Int?) throws -> NDArray {
-        let c = condition.scalars(as: Bool.self)
+        let c = try condition.values(Bool.self)
         let input = axis == nil ? x.contiguous().reshaped([x.elementCount]) : x.contiguous()
         let a = try OpSet.normalize(axis: axis ?? 0, rank: input.rank)
         let n = input.shape[a]
@@ -154,7 +154,7 @@ enum Indexing {
             guard w.elementCount == c else { throw OpError("weight has \(w.elementCount) values for \(c) classes") }
             return try Elementwise.cast(w, to: .float32).scalars(as: Float.self)
         }
-        let t = try target.intValues(), p = x.contiguous().scalars(as: Float.self)
+        let t = try target.intValues(), p = try x.contiguous().values(Float.self)
         var losses = [Float](repeating: 0, count: t.count)
         var weightSum: Float = 0
         for i in 0 ..< n {
@@ -180,8 +180,8 @@ enum Indexing {
         let a = try OpSet.normalize(axis: axis, rank: x.rank)
         let n = x.shape[a], inner = x.shape[(a + 1)...].reduce(1, *), outer = x.shape[..<a].reduce(1, *)
         let c = x.contiguous()
-        return withExtendedLifetime(c) {
-            let p = c.f32
+        return try withExtendedLifetime(c) {
+            let p = try c.f32
             return NDArray.make(x.shape, Float.self) { out in
                 for o in 0 ..< outer {
                     for i in 0 ..< inner where n > 0 {

@@ -28,7 +28,7 @@ enum KernelTable {
         { inputs in
             let x = try present(inputs, 0)
             guard x.scalarType == .float32 else { throw OpError("expected float32 input, got \(x.scalarType.rawValue)") }
-            return [Elementwise.mapFloat(x, f)]
+            return [try Elementwise.mapFloat(x, f)]
         }
     }
 
@@ -81,7 +81,7 @@ enum KernelTable {
         case "sign":
             return { inputs in
                 let x = try present(inputs, 0)
-                if x.scalarType == .float32 { return [Elementwise.mapFloat(x) { $0.isNaN ? $0 : $0 > 0 ? 1 : $0 < 0 ? -1 : 0 }] }
+                if x.scalarType == .float32 { return [try Elementwise.mapFloat(x) { $0.isNaN ? $0 : $0 > 0 ? 1 : $0 < 0 ? -1 : 0 }] }
                 let zero = NDArray(shape: [], scalarType: x.scalarType)
                 let pos = try Elementwise.cast(try Elementwise.compare("greater", x, zero), to: x.scalarType)
                 let neg = try Elementwise.cast(try Elementwise.compare("less", x, zero), to: x.scalarType)
@@ -135,9 +135,9 @@ enum KernelTable {
             return { inputs in
                 let x = try present(inputs, 0)
                 switch (name, x.scalarType) {
-                case ("relu", .float32): return [Elementwise.mapFloat(x) { $0 > 0 ? $0 : ($0.isNaN ? $0 : 0) }]
-                case ("abs", .float32): return [Elementwise.mapFloat(x) { abs($0) }]
-                case ("neg", .float32): return [Elementwise.mapFloat(x) { -$0 }]
+                case ("relu", .float32): return [try Elementwise.mapFloat(x) { $0 > 0 ? $0 : ($0.isNaN ? $0 : 0) }]
+                case ("abs", .float32): return [try Elementwise.mapFloat(x) { abs($0) }]
+                case ("neg", .float32): return [try Elementwise.mapFloat(x) { -$0 }]
                 default:
                     let zero = NDArray(shape: [], scalarType: x.scalarType)
                     switch name {
@@ -158,7 +158,7 @@ enum KernelTable {
             return { inputs in
                 let x = try present(inputs, 0)
                 guard x.scalarType == .bool else { throw OpError("not needs bool input") }
-                return [NDArray(shape: x.shape, scalars: x.scalars(as: Bool.self).map { !$0 })]
+                return [NDArray(shape: x.shape, scalars: try x.values(Bool.self).map { !$0 })]
             }
         case "cast":
             guard case .dtype(let to)? = a["to"] else { throw OpError("'to' must be a dtype") }
@@ -186,7 +186,7 @@ enum KernelTable {
                 for i in 1 ..< max(inputs.count, 1) { acc = try Elementwise.arithmetic(name, acc, try present(inputs, i)) }
                 if name == "mean" {
                     let n = Float(inputs.count)
-                    acc = acc.scalarType == .float32 ? Elementwise.mapFloat(acc) { $0 / n }
+                    acc = acc.scalarType == .float32 ? try Elementwise.mapFloat(acc) { $0 / n }
                         : try Elementwise.arithmetic("div", acc, try Elementwise.cast(NDArray(scalar: n), to: acc.scalarType))
                 }
                 return [acc]

@@ -53,7 +53,7 @@ enum LinearAlgebra {
         var outShape = batch
         if a.rank > 1 { outShape.append(m) }
         if b.rank > 1 { outShape.append(n) }
-        let pa = a.f32.baseAddress!, pb = b.f32.baseAddress!
+        let pa = try a.f32.baseAddress!, pb = try b.f32.baseAddress!
         let aBatch = broadcastStrides(Array(aShape.dropLast(2)), to: batch)
         let bBatch = broadcastStrides(Array(bShape.dropLast(2)), to: batch)
         return NDArray.make(outShape, Float.self) { out in
@@ -74,15 +74,16 @@ enum LinearAlgebra {
         let (m, k) = transA ? (a.shape[1], a.shape[0]) : (a.shape[0], a.shape[1])
         let (k2, n) = transB ? (b.shape[1], b.shape[0]) : (b.shape[0], b.shape[1])
         guard k == k2 else { throw OpError("gemm inner dims differ: \(k) vs \(k2)") }
+        let pa = try a.f32, pb = try b.f32
         var out = NDArray.make([m, n], Float.self) { o in
             guard let po = o.baseAddress else { return }
-            multiply(a.f32.baseAddress!, b.f32.baseAddress!, po, m: m, n: n, k: k,
+            multiply(pa.baseAddress!, pb.baseAddress!, po, m: m, n: n, k: k,
                      aRow: transA ? 1 : a.shape[1], aCol: transA ? a.shape[1] : 1,
                      bRow: transB ? 1 : b.shape[1], bCol: transB ? b.shape[1] : 1)
             if alpha != 1 { for i in 0 ..< o.count { o[i] *= alpha } }
         }
         if let c, beta != 0 {
-            let scaled = beta == 1 ? c : Elementwise.mapFloat(c, { $0 * beta })
+            let scaled = beta == 1 ? c : try Elementwise.mapFloat(c, { $0 * beta })
             out = try Elementwise.arithmetic("add", out, scaled)
             guard out.shape == [m, n] else { throw OpError("gemm c of shape \(c.shape) does not broadcast to [\(m), \(n)]") }
         }
@@ -97,10 +98,10 @@ enum LinearAlgebra {
         let (n, k) = (w.shape[0], w.shape[1])
         if let bias, bias.shape != [n] { throw OpError("linear: bias \(bias.shape) does not fit \(n) outputs") }
         let m = x.elementCount / max(k, 1)
-        let pb = bias?.f32
+        let pb = try bias?.f32, px = try x.f32, pw = try w.f32
         return NDArray.make(Array(x.shape.dropLast()) + [n], Float.self) { o in
             guard let po = o.baseAddress, m > 0 else { return }
-            multiply(x.f32.baseAddress!, w.f32.baseAddress!, po, m: m, n: n, k: k, aRow: k, aCol: 1, bRow: 1, bCol: k)
+            multiply(px.baseAddress!, pw.baseAddress!, po, m: m, n: n, k: k, aRow: k, aCol: 1, bRow: 1, bCol: k)
             if let pb {
                 for i in 0 ..< m { for j in 0 ..< n { po[i * n + j] += pb[j] } }
             }
@@ -131,7 +132,7 @@ enum LinearAlgebra {
         }
         let outStrides = all.map { l in eq.output.firstIndex(of: l).map { stridesOf(outShape)[$0] } ?? 0 }
         defer { withExtendedLifetime(ops) {} }
-        let ptrs = ops.map { $0.f32 }
+        let ptrs = try ops.map { try $0.f32 }
         return NDArray.make(outShape, Float.self) { o in
             forEachIndex(extents, strides + [outStrides]) { _, off in
                 var p: Float = 1

@@ -110,7 +110,7 @@ enum Quantization {
         let batches = out.reduce(1, *) / max(m * n, 1)
         let ab = a.shape.dropLast(2).reduce(1, *), bb = b.shape.dropLast(2).reduce(1, *)
         guard ab == batches || ab == 1, bb == batches || bb == 1 else { throw OpError("matmul_integer batches do not broadcast") }
-        let pa = a.contiguous().scalars(as: Float.self), pb = b.contiguous().scalars(as: Float.self)
+        let pa = try a.contiguous().values(Float.self), pb = try b.contiguous().values(Float.self)
         var r = [Int32](repeating: 0, count: batches * m * n)
         for t in 0 ..< batches {
             let oa = (ab == 1 ? 0 : t) * m * k, ob = (bb == 1 ? 0 : t) * k * n
@@ -132,7 +132,7 @@ enum Quantization {
             return x
         }
         let (a, aScale, aZero, b, bScale, bZero, yScale, yZero) = (try at(0), try at(1), try at(2), try at(3), try at(4), try at(5), try at(6), try at(7))
-        let product = try matmulInteger(a, b, aZero, bZero).scalars(as: Int32.self)
+        let product = try matmulInteger(a, b, aZero, bZero).values(Int32.self)
         let sa = try Elementwise.cast(aScale, to: .float32).scalars(as: Float.self)
         let sb = try Elementwise.cast(bScale, to: .float32).scalars(as: Float.self)
         let sy = try Elementwise.cast(yScale, to: .float32).scalars(as: Float.self)

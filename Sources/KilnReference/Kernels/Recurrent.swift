@@ -90,8 +90,8 @@ enum Recurrent {
         }
         let initialH = h0.map { c.batchFirst ? $0.transposed([1, 0, 2]).contiguous() : $0 }
         let initialC = c0.map { c.batchFirst ? $0.transposed([1, 0, 2]).contiguous() : $0 }
-        let px = x.f32, pw = w.f32, pr = r.f32, pb = b?.f32, pp = p?.f32
-        let ph0 = initialH?.f32, pc0 = initialC?.f32
+        let px = try x.f32, pw = try w.f32, pr = try r.f32, pb = try b?.f32, pp = try p?.f32
+        let ph0 = try initialH?.f32, pc0 = try initialC?.f32
         var y = [Float](repeating: 0, count: seq * dirs * batch * h)
         var finalH = [Float](repeating: 0, count: dirs * batch * h), finalC = finalH
         var pre = [Float](repeating: 0, count: gates * h)

@@ -39,7 +39,7 @@ enum Reduction {
         guard input.scalarType == .float32 else { throw OpError("\(op) needs a numeric input") }
         let list = try axesList(x, axes?.isEmpty == true ? nil : axes)
         defer { withExtendedLifetime(input) {} }
-        let p = input.f32
+        let p = try input.f32
         let result = try reduce(input, axes: list, keepDims: keepDims) { offs in
             switch op {
             case "reduce_sum": return offs.reduce(Float(0)) { $0 + p[$1] }
@@ -65,7 +65,7 @@ enum Reduction {
         guard x.rank >= 1 else { throw OpError("argmax and argmin need an input of rank ≥ 1") }
         let input = x.scalarType == .float32 ? x : try Elementwise.cast(x, to: .float32)
         defer { withExtendedLifetime(input) {} }
-        let p = input.f32
+        let p = try input.f32
         let r = try reduce(input, axes: [axis], keepDims: keepDims) { offs in
             var best = 0
             for (i, o) in offs.enumerated().dropFirst() {
@@ -82,7 +82,7 @@ enum Reduction {
     static func softmax(_ x: NDArray, axis: Int, log: Bool) throws -> NDArray {
         guard x.scalarType == .float32 else { throw OpError("softmax needs float32 input") }
         let n = x.shape[axis], inner = x.shape[(axis + 1)...].reduce(1, *), outer = x.shape[..<axis].reduce(1, *)
-        let p = x.f32
+        let p = try x.f32
         return NDArray.make(x.shape, Float.self) { out in
             for o in 0 ..< outer {
                 for i in 0 ..< inner {
@@ -117,12 +117,12 @@ enum Reduction {
             let s = try broadcastShapes([t.shape, target])
             guard s == target else { throw OpError("layer_norm scale/bias \(t.shape) do not broadcast to \(target)") }
             var v = [Float](repeating: 0, count: inner)
-            let p = t.f32
+            let p = try t.f32
             forEachIndex(target, [broadcastStrides(t.shape, to: target)]) { i, off in v[i] = p[off[0]] }
             return v
         }
         let g = try expand(scale), b = try bias.map(expand)
-        let p = x.f32
+        let p = try x.f32
         return NDArray.make(x.shape, Float.self) { out in
             for o in 0 ..< outer {
                 let row = p.baseAddress! + o * inner
@@ -148,7 +148,7 @@ enum Reduction {
             throw OpError("batch_norm parameters must have \(c) elements, got \(t.shape)")
         }
         let inner = x.shape[2...].reduce(1, *)
-        let (ps, pb, pm, pv, px) = (scale.f32, bias.f32, mean.f32, variance.f32, x.f32)
+        let (ps, pb, pm, pv, px) = (try scale.f32, try bias.f32, try mean.f32, try variance.f32, try x.f32)
         return NDArray.make(x.shape, Float.self) { out in
             for n in 0 ..< x.shape[0] {
                 for ch in 0 ..< c {
@@ -166,7 +166,7 @@ enum Reduction {
         guard x.scalarType == .float32, x.rank >= 3 else { throw OpError("instance_norm needs float32 input [N, C, …]") }
         let c = x.shape[1], inner = x.shape[2...].reduce(1, *)
         guard scale.elementCount == c, bias.elementCount == c else { throw OpError("instance_norm scale and bias must have \(c) elements") }
-        let (ps, pb, px) = (scale.f32, bias.f32, x.f32)
+        let (ps, pb, px) = (try scale.f32, try bias.f32, try x.f32)
         return NDArray.make(x.shape, Float.self) { out in
             for plane in 0 ..< x.shape[0] * c {
                 let ch = plane % c, base = plane * inner
@@ -187,7 +187,7 @@ enum Reduction {
         let input = x.scalarType == .float32 ? x : try Elementwise.cast(x, to: .float32)
         let n = x.shape[axis], inner = x.shape[(axis + 1)...].reduce(1, *), outer = x.shape[..<axis].reduce(1, *)
         defer { withExtendedLifetime(input) {} }
-        let p = input.f32
+        let p = try input.f32
         let r = NDArray.make(x.shape, Float.self) { out in
             for o in 0 ..< outer {
                 for i in 0 ..< inner {
@@ -214,7 +214,7 @@ enum Reduction {
         var shape = x.shape
         shape[axis] = k
         defer { withExtendedLifetime(input) {} }
-        let p = input.f32
+        let p = try input.f32
         var values = [Float](repeating: 0, count: outer * k * inner)
         var indices = [Int64](repeating: 0, count: values.count)
         for o in 0 ..< outer {

@@ -104,7 +104,7 @@ package enum Resize {
         for a in 0 ..< x.rank where g.resizes(a, input: x.shape, o) {
             let (taps, out) = weights(input: x.shape[a], output: g.output[a], scale: g.scale[a], roi: (g.roiStart[a], g.roiEnd[a]), o)
             outside[a] = out
-            current = apply(current, axis: a, taps: taps)
+            current = try apply(current, axis: a, taps: taps)
         }
         if o.transform == "tf_crop_and_resize" {
             // Elements whose source coordinate falls outside the input take the extrapolation value.
@@ -190,12 +190,12 @@ package enum Resize {
     }
 
     /// Interpolates along one axis with per-output taps.
-    static func apply(_ x: NDArray, axis: Int, taps: [[(Int, Float)]]) -> NDArray {
+    static func apply(_ x: NDArray, axis: Int, taps: [[(Int, Float)]]) throws -> NDArray {
         let n = x.shape[axis], m = taps.count
         let inner = x.shape[(axis + 1)...].reduce(1, *), outer = x.shape[..<axis].reduce(1, *)
         var shape = x.shape
         shape[axis] = m
-        let p = x.f32
+        let p = try x.f32
         return NDArray.make(shape, Float.self) { out in
             for o in 0 ..< outer {
                 for i in 0 ..< m {

@@ -17,8 +17,8 @@ enum Rotary {
         let r = dim == 0 ? d : dim
         guard r <= d, r % 2 == 0 else { throw OpError("rotary_embedding_dim \(r) must be even and at most the head size \(d)") }
         let half = r / 2
-        let cs = try Elementwise.cast(cos, to: .float32).contiguous().scalars(as: Float.self)
-        let sn = try Elementwise.cast(sin, to: .float32).contiguous().scalars(as: Float.self)
+        let cs = try Elementwise.cast(cos, to: .float32).contiguous().values(Float.self)
+        let sn = try Elementwise.cast(sin, to: .float32).contiguous().values(Float.self)
         guard cos.shape == sin.shape, cos.shape.last == half else { throw OpError("cos and sin caches \(cos.shape), \(sin.shape) must end in rotary_embedding_dim / 2 = \(half)") }
         // The cache row of (b, s): by position id, or the cache's own [B?, S] rows.
         let pos = try positions.map { p -> [Int] in
@@ -39,7 +39,7 @@ enum Rotary {
             let fits = cos.rank == 3 ? (cos.shape[0] == batch || cos.shape[0] == 1) && cos.shape[1] == seq : cos.rank == 2 && cos.shape[0] == seq
             guard fits else { throw OpError("without position_ids the caches must be [\(batch), \(seq), \(half)], got \(cos.shape)") }
         }
-        let p = x.contiguous().scalars(as: Float.self)
+        let p = try x.contiguous().values(Float.self)
         var out = p
         for b in 0 ..< batch {
             for s in 0 ..< seq {

@@ -9,9 +9,28 @@ extension NDArray {
         return out
     }
 
-    /// Float32 elements; the interpreter keeps every value contiguous, and the caller
-    /// keeps the array alive while it uses the pointer.
-    var f32: UnsafeBufferPointer<Float> { contiguousElements(as: Float.self)! }
+    /// The contiguous elements as `T`; the caller keeps the array alive while it uses the
+    /// pointer. A compiled plan can wire any value into any op, so a kernel never assumes
+    /// an input's element type: a mismatch is an ``OpError``, not a trap.
+    func elements<T: NDArrayScalar>(_: T.Type) throws -> UnsafeBufferPointer<T> {
+        guard scalarType == T.scalarType else {
+            throw OpError("expected a \(T.scalarType.rawValue) tensor, got \(scalarType.rawValue)")
+        }
+        guard let p = contiguousElements(as: T.self) else { throw OpError("tensor is not contiguous") }
+        return p
+    }
+
+    /// All elements as `T`, copied out in C order (any layout); a different element type is
+    /// an ``OpError``.
+    func values<T: NDArrayScalar>(_: T.Type) throws -> [T] {
+        guard scalarType == T.scalarType else {
+            throw OpError("expected a \(T.scalarType.rawValue) tensor, got \(scalarType.rawValue)")
+        }
+        return scalars(as: T.self)
+    }
+
+    /// Float32 elements (see ``elements(_:)``).
+    var f32: UnsafeBufferPointer<Float> { get throws { try elements(Float.self) } }
 
     /// The elements as `Int`s (int64, int32, int16, int8, uint8 or bool arrays).
     func intValues() throws -> [Int] {
@@ -22,17 +41,17 @@ extension NDArray {
     private func intValuesOfContiguous() throws -> [Int] {
         let c = self
         switch scalarType {
-        case .int64: return c.contiguousElements(as: Int64.self)!.map { Int($0) }
-        case .int32: return c.contiguousElements(as: Int32.self)!.map { Int($0) }
-        case .int16: return c.contiguousElements(as: Int16.self)!.map { Int($0) }
-        case .int8: return c.contiguousElements(as: Int8.self)!.map { Int($0) }
-        case .uint8: return c.contiguousElements(as: UInt8.self)!.map { Int($0) }
-        case .uint16: return c.contiguousElements(as: UInt16.self)!.map { Int($0) }
-        case .uint32: return c.contiguousElements(as: UInt32.self)!.map { Int($0) }
+        case .int64: return try c.elements(Int64.self).map { Int($0) }
+        case .int32: return try c.elements(Int32.self).map { Int($0) }
+        case .int16: return try c.elements(Int16.self).map { Int($0) }
+        case .int8: return try c.elements(Int8.self).map { Int($0) }
+        case .uint8: return try c.elements(UInt8.self).map { Int($0) }
+        case .uint16: return try c.elements(UInt16.self).map { Int($0) }
+        case .uint32: return try c.elements(UInt32.self).map { Int($0) }
         // Values above Int64.max wrap (indices and shapes never hold them).
-        case .uint64: return c.contiguousElements(as: UInt64.self)!.map { Int(truncatingIfNeeded: $0) }
-        case .bool: return c.contiguousElements(as: Bool.self)!.map { $0 ? 1 : 0 }
-        case .float32: return try c.contiguousElements(as: Float.self)!.map {
+        case .uint64: return try c.elements(UInt64.self).map { Int(truncatingIfNeeded: $0) }
+        case .bool: return try c.elements(Bool.self).map { $0 ? 1 : 0 }
+        case .float32: return try c.elements(Float.self).map {
             guard let v = Int(exactly: $0.rounded(.towardZero)) else { throw OpError("value \($0) is not an integer") }
             return v
         }
