@@ -210,6 +210,68 @@ save("shape_arithmetic_reshape", model(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", 6, 16])],
     value_info=[helper.make_tensor_value_info("r", TensorProto.FLOAT, [-1, -1, 64])]), {"x": f32(2, 5, 384)}, check=False)
 
+# Control flow. An If on a run-time flag whose branches read outer values (one a weight), with a
+# nested If on a second flag inside the else branch (a capture through two levels).
+vi = helper.make_tensor_value_info
+ifw = f32(3, 3)
+then_g = helper.make_graph(
+    [helper.make_node("MatMul", ["h", "W"], ["hw"]), helper.make_node("Add", ["hw", "one"], ["t_out"])], "then",
+    [], [vi("t_out", TensorProto.FLOAT, [2, 3])], [numpy_helper.from_array(np.array(1.0, dtype=np.float32), "one")])
+inner_then = helper.make_graph([helper.make_node("Sub", ["h", "x"], ["it_out"])], "inner_then", [], [vi("it_out", TensorProto.FLOAT, [2, 3])])
+inner_else = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["ie_out"])], "inner_else", [], [vi("ie_out", TensorProto.FLOAT, [2, 3])])
+else_g = helper.make_graph(
+    [helper.make_node("If", ["flag2"], ["inner"], then_branch=inner_then, else_branch=inner_else),
+     helper.make_node("Neg", ["inner"], ["e_out"])], "else", [], [vi("e_out", TensorProto.FLOAT, [2, 3])])
+if_model = model(
+    [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("If", ["flag"], ["y"], then_branch=then_g, else_branch=else_g)],
+    [vi("x", TensorProto.FLOAT, [2, 3]), vi("flag", TensorProto.BOOL, []), vi("flag2", TensorProto.BOOL, [])],
+    [vi("y", TensorProto.FLOAT, [2, 3])], [numpy_helper.from_array(ifw, "W")])
+ifx = f32(2, 3)
+for suffix, a, b in [("then", True, False), ("else_then", False, True), ("else_else", False, False)]:
+    save(f"if_nested_{suffix}", if_model, {"x": ifx, "flag": np.array(a), "flag2": np.array(b)})
+
+# An If whose condition is a constant: the taken branch is inlined.
+save("if_constant_condition", model(
+    [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(False))),
+     helper.make_node("If", ["c"], ["y"], then_branch=helper.make_graph([helper.make_node("Neg", ["x"], ["a"])], "t", [], [vi("a", TensorProto.FLOAT, [4])]),
+                      else_branch=helper.make_graph([helper.make_node("Sigmoid", ["x"], ["b"])], "e", [], [vi("b", TensorProto.FLOAT, [4])]))],
+    [vi("x", TensorProto.FLOAT, [4])], [vi("y", TensorProto.FLOAT, [4])]), {"x": f32(4)})
+
+# A Loop with a trip count and a condition the body computes (it stops early), a carried value,
+# a scan output and an outer value the body reads.
+loop_body = helper.make_graph(
+    [helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT), helper.make_node("Mul", ["x", "fi"], ["xi"]),
+     helper.make_node("Add", ["acc", "xi"], ["acc_out"]), helper.make_node("Constant", [], ["three"], value=i64(3)),
+     helper.make_node("Less", ["i", "three"], ["c_out"]), helper.make_node("Identity", ["acc_out"], ["step"])],
+    "body", [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("acc", TensorProto.FLOAT, [2, 3])],
+    [vi("c_out", TensorProto.BOOL, []), vi("acc_out", TensorProto.FLOAT, [2, 3]), vi("step", TensorProto.FLOAT, [2, 3])])
+save("loop_early_exit", model(
+    [helper.make_node("Constant", [], ["go"], value=numpy_helper.from_array(np.array(True))),
+     helper.make_node("Loop", ["n", "go", "acc0"], ["acc_final", "steps"], body=loop_body)],
+    [vi("n", TensorProto.INT64, []), vi("x", TensorProto.FLOAT, [2, 3]), vi("acc0", TensorProto.FLOAT, [2, 3])],
+    [vi("acc_final", TensorProto.FLOAT, [2, 3]), vi("steps", TensorProto.FLOAT, [None, 2, 3])], opset=16),
+    {"n": np.array(6, dtype=np.int64), "x": f32(2, 3), "acc0": f32(2, 3)})
+
+# A Scan over two inputs (one along axis 1, backwards), with a state, an outer value the body
+# reads, and an output stacked along axis 1 in reverse.
+scan_body = helper.make_graph(
+    [helper.make_node("Mul", ["a_t", "b_t"], ["ab"]), helper.make_node("Add", ["s", "ab"], ["s1"]),
+     helper.make_node("Add", ["s1", "w"], ["s_out"]), helper.make_node("Tanh", ["s_out"], ["o"])],
+    "body", [vi("s", TensorProto.FLOAT, [3]), vi("a_t", TensorProto.FLOAT, [3]), vi("b_t", TensorProto.FLOAT, [3])],
+    [vi("s_out", TensorProto.FLOAT, [3]), vi("o", TensorProto.FLOAT, [3])])
+save("scan_reverse_axes", model(
+    [helper.make_node("Scan", ["s0", "a", "b"], ["s_final", "outs"], body=scan_body, num_scan_inputs=2,
+                      scan_input_axes=[0, 1], scan_input_directions=[0, 1], scan_output_axes=[1], scan_output_directions=[1])],
+    [vi("s0", TensorProto.FLOAT, [3]), vi("a", TensorProto.FLOAT, [4, 3]), vi("b", TensorProto.FLOAT, [3, 4]), vi("w", TensorProto.FLOAT, [3])],
+    [vi("s_final", TensorProto.FLOAT, [3]), vi("outs", TensorProto.FLOAT, [3, 4])], opset=16),
+    {"s0": f32(3), "a": f32(4, 3), "b": f32(3, 4), "w": f32(3)})
+
+# A branch that reads a value no graph defines: refused, naming the node.
+save("if_undefined_outer", model(
+    [helper.make_node("If", ["flag"], ["y"], then_branch=helper.make_graph([helper.make_node("Neg", ["missing"], ["a"])], "t", [], [vi("a", TensorProto.FLOAT, [2])]),
+                      else_branch=helper.make_graph([helper.make_node("Neg", ["x"], ["b"])], "e", [], [vi("b", TensorProto.FLOAT, [2])]), name="branchy")],
+    [vi("x", TensorProto.FLOAT, [2]), vi("flag", TensorProto.BOOL, [])], [vi("y", TensorProto.FLOAT, [2])]), check=False)
+
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))
     f.write("\n")

@@ -1251,7 +1251,7 @@ const ProtobufCMessageDescriptor kiln__tensor_value__descriptor =
   (ProtobufCMessageInit) kiln__tensor_value__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kiln__attribute__field_descriptors[9] =
+static const ProtobufCFieldDescriptor kiln__attribute__field_descriptors[10] =
 {
   {
     "name",
@@ -1361,11 +1361,24 @@ static const ProtobufCFieldDescriptor kiln__attribute__field_descriptors[9] =
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "graph",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kiln__Attribute, value_case),
+    offsetof(Kiln__Attribute, graph),
+    &kiln__function__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kiln__attribute__field_indices_by_name[] = {
   8,   /* field[8] = dtype */
   2,   /* field[2] = float_value */
   5,   /* field[5] = floats */
+  9,   /* field[9] = graph */
   1,   /* field[1] = int_value */
   4,   /* field[4] = ints */
   0,   /* field[0] = name */
@@ -1376,7 +1389,7 @@ static const unsigned kiln__attribute__field_indices_by_name[] = {
 static const ProtobufCIntRange kiln__attribute__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor kiln__attribute__descriptor =
 {
@@ -1386,7 +1399,7 @@ const ProtobufCMessageDescriptor kiln__attribute__descriptor =
   "Kiln__Attribute",
   "kiln",
   sizeof(Kiln__Attribute),
-  9,
+  10,
   kiln__attribute__field_descriptors,
   kiln__attribute__field_indices_by_name,
   1,  kiln__attribute__number_ranges,

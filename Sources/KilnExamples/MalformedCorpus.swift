@@ -27,7 +27,7 @@ enum MalformedCorpus {
         Case(name: "truncated-manifest", manifest: { $0.removeLast($0.count / 2) }),
         Case(name: "bad-manifest-magic", manifest: { $0[0] = UInt8(ascii: "X") }),
         Case(name: "manifest-checksum", manifest: { $0[$0.count - 3] ^= 0x40 }),
-        Case(name: "newer-format-version", manifest: { $0[8] = 2 }),
+        Case(name: "newer-format-version", manifest: { $0[8] = 3 }),
         Case(name: "blob-past-end", contents: { c in
             if case .dense(var b) = c.weights[0].encoding {
                 b.location.offset = (c.weightsFileSize / 64 + 4) * 64

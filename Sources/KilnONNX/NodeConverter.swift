@@ -16,6 +16,7 @@ struct NodeConverter {
         "EyeLike", "Compress", "QuantizeLinear", "DequantizeLinear", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "RMSNormalization", "Swish", "LpNormalization", "Reshape", "Squeeze",
         "Unsqueeze", "Split", "Slice", "Expand", "Tile", "Pad", "Resize", "Upsample", "TopK", "CumSum",
         "ConstantOfShape", "Shape", "Size", "Range", "Flatten", "Concat", "Gather", "Transpose", "LSTM", "GRU", "RNN", "LpPool",
+        "If", "Loop", "Scan",
     ])
 
     /// Operators whose attributes carry over unchanged.
@@ -482,6 +483,9 @@ struct NodeConverter {
             try emit(node, "range", node.inputs, [:])
         case "LSTM", "GRU", "RNN":
             try Recurrent.convert(node, self)
+        case "If": try convertIf(node)
+        case "Loop": try convertLoop(node)
+        case "Scan": try convertScan(node)
         default:
             throw c.fail("node '\(node.name)': unsupported operator \(op)")
         }

@@ -160,11 +160,13 @@ enum ONNXDecoder {
             case 4:
                 guard let t = a.t?.pointee else { throw fail("attribute '\(name)' has no tensor") }
                 value = .tensor(try tensor(t))
-            case 5: value = .graph
+            case 5:
+                guard let g = a.g?.pointee else { throw fail("attribute '\(name)' has no graph") }
+                value = .graph(try graph(g))
             case 6: value = .floats(a.n_floats > 0 && a.floats != nil ? Array(UnsafeBufferPointer(start: a.floats, count: a.n_floats)) : [])
             case 7: value = .ints(a.n_ints > 0 && a.ints != nil ? UnsafeBufferPointer(start: a.ints, count: a.n_ints).map { Int($0) } : [])
             case 8: value = .strings(a.n_strings > 0 && a.strings != nil ? (0 ..< a.n_strings).map { bytesString(a.strings[$0]) } : [])
-            case 10: value = .graph
+            case 10: value = .other("a list of graphs")
             default: value = .other("attribute type \(type)")
             }
             return (name, value)

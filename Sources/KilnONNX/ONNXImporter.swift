@@ -103,23 +103,42 @@ final class Conversion {
     /// to values folded from them.
     var sourceConstants = Set<String>()
 
-    init(model: ONNXModel, path: String) {
+    /// The conversion of the graph around this one when this one converts a subgraph (a branch
+    /// or loop body), else `nil`.
+    let parent: Conversion?
+    /// Values of enclosing graphs a subgraph reads, in first-use order: the name in the key's
+    /// scope (any enclosing conversion's), the name the parent's op passes, and the subgraph's input.
+    var captures: [(key: String, outer: String, inner: String, type: TensorType)] = []
+    /// The subgraph's own inputs (loop counters, carried values, scan slices).
+    var bodyInputs: [Argument] = []
+
+    init(model: ONNXModel, path: String, parent: Conversion? = nil) {
         self.model = model
         self.path = path
+        self.parent = parent
         opset = model.opsets[""] ?? 1
+        if let parent { usedNames = parent.usedNames }
     }
+
+    /// The conversion of the top-level graph (which holds every weight).
+    var root: Conversion { parent?.root ?? self }
 
     func fail(_ reason: String) -> ConvertError { ConvertError(path: path, reason: reason) }
 
     /// Every operator the model uses that Kiln cannot convert, in one error.
     func checkSupported() throws {
         var counts: [String: (Int, String, Int)] = [:]
-        for node in model.graph.nodes {
-            let domain = node.domain == "ai.onnx" ? "" : node.domain
-            if domain.isEmpty && NodeConverter.supported.contains(node.opType) { continue }
-            let key = "\(domain)|\(node.opType)"
-            let previous = counts[key]?.0 ?? 0
-            counts[key] = (previous + 1, domain.isEmpty ? "ai.onnx" : domain, model.opsets[domain] ?? 0)
+        // Subgraphs' nodes too: one list for the whole model.
+        var pending = [model.graph]
+        while let graph = pending.popLast() {
+            for node in graph.nodes {
+                for case .graph(let g) in node.attributes.values { pending.append(g) }
+                let domain = node.domain == "ai.onnx" ? "" : node.domain
+                if domain.isEmpty && NodeConverter.supported.contains(node.opType) { continue }
+                let key = "\(domain)|\(node.opType)"
+                let previous = counts[key]?.0 ?? 0
+                counts[key] = (previous + 1, domain.isEmpty ? "ai.onnx" : domain, model.opsets[domain] ?? 0)
+            }
         }
         guard counts.isEmpty else {
             // ai.onnx first, then other domains; by operator name within a domain.
@@ -198,8 +217,8 @@ final class Conversion {
 
     /// Nodes in an order where every input is defined first (ONNX requires this order,
     /// but not every exporter keeps it).
-    func sortedNodes() throws -> [ONNXNode] {
-        let nodes = model.graph.nodes
+    func sortedNodes(_ nodes: [ONNXNode]? = nil) throws -> [ONNXNode] {
+        let nodes = nodes ?? model.graph.nodes
         var producer: [String: Int] = [:]
         for (i, n) in nodes.enumerated() { for o in n.outputs where !o.isEmpty { producer[o] = i } }
         var state = [UInt8](repeating: 0, count: nodes.count)
@@ -208,7 +227,9 @@ final class Conversion {
             var stack: [(Int, Int)] = [(start, 0)]
             state[start] = 1
             while let (i, next) = stack.last {
-                let inputs = nodes[i].inputs
+                // What a node's subgraphs read from this graph must come first too.
+                var inputs = nodes[i].inputs
+                for case .graph(let g) in nodes[i].attributes.values { inputs += Conversion.freeNames(g).sorted() }
                 if next < inputs.count {
                     stack[stack.count - 1].1 += 1
                     let name = inputs[next]
@@ -243,14 +264,18 @@ final class Conversion {
     }
 
     /// A fresh value or weight name based on `base`.
+    /// Names are unique across the model, subgraphs included, so a name says which value it
+    /// is at every level (the top-level conversion keeps the registry).
     func freshName(_ base: String) -> String {
         var name = base.isEmpty ? "value" : base
         var n = 1
-        while usedNames.contains(name) {
+        let registry = root
+        while usedNames.contains(name) || registry.usedNames.contains(name) {
             name = "\(base)_\(n)"
             n += 1
         }
         usedNames.insert(name)
+        registry.usedNames.insert(name)
         return name
     }
 
@@ -270,15 +295,42 @@ final class Conversion {
     func operand(_ onnxName: String, _ known: Known) throws -> (String, TensorType) {
         switch known {
         case .value(let name, let type, _):
-            return (name, type)
+            // A value of an enclosing graph is a capture of a subgraph.
+            return (try capture(name, type), type)
         case .constant(let x):
             let type = TensorType(x.scalarType, x.shape.map { .size($0) })
             if let name = materialized[onnxName] { return (name, type) }
-            let isInitializer = initializerNames.contains(onnxName)
+            // A subgraph reading an enclosing graph's initializer or Constant sees it as one too.
+            var stated = (initializer: false, source: false)
+            var scope: Conversion? = self
+            while let s = scope {
+                stated.initializer = stated.initializer || s.initializerNames.contains(onnxName)
+                stated.source = stated.source || s.sourceConstants.contains(onnxName)
+                scope = s.parent
+            }
+            let isInitializer = stated.initializer
             let name: String
             // Stated float tensors (not scalars) are parameters: weights. Small folded values,
             // scalars and integer shape parameters are constant ops.
-            if isInitializer || x.elementCount > 64 || (sourceConstants.contains(onnxName) && x.scalarType.isFloatingPoint && x.rank > 0) {
+            if isInitializer || x.elementCount > 64 || (stated.source && x.scalarType.isFloatingPoint && x.rank > 0) {
+                if parent != nil {
+                    // Weights live in the model; a subgraph receives one as a capture. An enclosing
+                    // graph's own constant is made there (once), this graph's at the top level.
+                    var owner = parent
+                    while let o = owner, !o.initializerNames.contains(onnxName) && !o.sourceConstants.contains(onnxName) { owner = o.parent }
+                    if let owner {
+                        let (outer, _) = try owner.operand(onnxName, .constant(x))
+                        let inner = try capture(outer, type)
+                        materialized[onnxName] = inner
+                        return (inner, type)
+                    }
+                    let weight = root.freshName(onnxName)
+                    root.weights.append(Weight(name: weight, dtype: x.scalarType, shape: x.shape,
+                                               encoding: .dense(WeightBlob(dtype: x.scalarType, shape: x.shape, data: ByteStorage(x.bytes)))))
+                    let inner = try capture(weight, type)
+                    materialized[onnxName] = inner
+                    return (inner, type)
+                }
                 name = isInitializer ? onnxName : freshName(onnxName)
                 let data = ByteStorage(x.bytes)
                 weights.append(Weight(name: name, dtype: x.scalarType, shape: x.shape,

@@ -9,7 +9,8 @@ enum ONNXAttribute: Sendable {
     case floats([Float])
     case ints([Int])
     case strings([String])
-    case graph
+    /// A subgraph (a branch or loop body).
+    case graph(ONNXGraph)
     case other(String)
 }
 

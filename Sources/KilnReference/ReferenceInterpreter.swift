@@ -6,7 +6,7 @@ import KilnFormat
 /// The plan is made once: value names become slot numbers, attributes are parsed into
 /// kernels, weights are decoded, and each value is released after its last use.
 /// A run only moves arrays between slots. Runs on one interpreter may overlap.
-public final class ReferenceInterpreter: Sendable {
+public final class ReferenceInterpreter: SubgraphRunner, Sendable {
     struct Step: Sendable {
         var op: String
         var kernel: Kernel
@@ -86,17 +86,61 @@ public final class ReferenceInterpreter: Sendable {
         slotCount = slots.count
     }
 
+    /// Plans a closed subgraph (a control-flow body): the planner the reference kernels of
+    /// `if`, `loop` and `scan` use unless they are given another.
+    public static let planSubgraph: SubgraphPlanner = { body in
+        try ReferenceInterpreter(model: PortableModel(metadata: Metadata(), weights: [], functions: [body]), function: body.name)
+    }
+
+    /// Runs the function as a subgraph: arrays in input order (floats as float32, shapes as
+    /// they come: a loop-carried value may change shape), results in output order, floats as
+    /// float32.
+    /// - Parameter inputs: One array per input.
+    /// - Returns: One array per output.
+    /// - Throws: ``OpError`` naming the subgraph and the op that failed.
+    public func run(_ inputs: [NDArray]) throws -> [NDArray] {
+        guard inputs.count == inputSlots.count else {
+            throw OpError("subgraph '\(function.name)' takes \(inputSlots.count) inputs, got \(inputs.count)")
+        }
+        for (arg, x) in zip(function.inputs, inputs) {
+            let sameKind = x.scalarType == arg.type.dtype || (x.scalarType.isFloatingPoint && arg.type.dtype.isFloatingPoint)
+            guard sameKind, x.rank == arg.type.rank else {
+                throw OpError("subgraph '\(function.name)' input '\(arg.name)' is \(arg.type), got \(x.scalarType.rawValue)\(x.shape)")
+            }
+        }
+        do {
+            let values = try execute(try inputs.map { try Weights.widened($0.contiguous()) }, symbols: [:])
+            return try zip(function.outputs, outputSlots).map { arg, s in
+                guard let v = values[s] else { throw InferenceError(function: function.name, reason: "output '\(arg.name)' was not computed") }
+                return v
+            }
+        } catch let e as InferenceError {
+            throw OpError("\(e)")
+        }
+    }
+
     /// Runs the function.
     /// - Parameter inputs: Arrays by input name, matching the function's signature.
     /// - Returns: Arrays by output name.
     /// - Throws: ``InferenceError`` naming the input or op that failed.
     public func run(_ inputs: [String: NDArray]) throws -> [String: NDArray] {
         let symbols = try function.bind(inputs)
+        let values = try execute(try function.inputs.map { try Weights.widened(inputs[$0.name]!.contiguous()) }, symbols: symbols)
+        var out: [String: NDArray] = [:]
+        for (arg, s) in zip(function.outputs, outputSlots) {
+            guard let v = values[s] else {
+                throw InferenceError(function: function.name, reason: "output '\(arg.name)' was not computed")
+            }
+            out[arg.name] = ReferenceKernel.narrow(v, to: arg.type.dtype)
+        }
+        return out
+    }
+
+    /// Every step on `inputs` (in signature order, floats widened); the slots afterwards.
+    private func execute(_ inputs: [NDArray], symbols: [String: Int]) throws -> [NDArray?] {
         var values = [NDArray?](repeating: nil, count: slotCount)
         for (s, v) in constants { values[s] = v }
-        for (arg, s) in zip(function.inputs, inputSlots) {
-            values[s] = try Weights.widened(inputs[arg.name]!.contiguous())
-        }
+        for (x, s) in zip(inputs, inputSlots) { values[s] = x }
         for step in steps {
             let args = step.inputs.map { $0 < 0 ? nil : values[$0] }
             let results: [NDArray]
@@ -114,14 +158,7 @@ public final class ReferenceInterpreter: Sendable {
             }
             for s in step.release { values[s] = nil }
         }
-        var out: [String: NDArray] = [:]
-        for (arg, s) in zip(function.outputs, outputSlots) {
-            guard let v = values[s] else {
-                throw InferenceError(function: function.name, reason: "output '\(arg.name)' was not computed")
-            }
-            out[arg.name] = ReferenceKernel.narrow(v, to: arg.type.dtype)
-        }
-        return out
+        return values
     }
 
     /// Evaluates one op on known inputs (constant folding at convert time).

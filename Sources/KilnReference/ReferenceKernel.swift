@@ -6,10 +6,12 @@ public struct ReferenceKernel: Sendable {
     private let kernel: Kernel
 
     /// Prepares `op`.
-    /// - Parameter op: An op of specs/ops.md.
+    /// - Parameters:
+    ///   - op: An op of specs/ops.md.
+    ///   - subgraphs: Plans the bodies of a control-flow op (default: the reference interpreter).
     /// - Throws: ``OpError`` when the op type is unknown or an attribute is malformed.
-    public init(_ op: Operation) throws {
-        kernel = try KernelTable.kernel(for: op)
+    public init(_ op: Operation, subgraphs: SubgraphPlanner? = nil) throws {
+        kernel = try KernelTable.kernel(for: op, subgraphs: subgraphs ?? ReferenceInterpreter.planSubgraph)
     }
 
     /// Runs the op.

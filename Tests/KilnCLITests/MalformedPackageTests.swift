@@ -11,7 +11,7 @@ final class MalformedPackageTests: XCTestCase {
         "truncated-manifest": ("manifest.pb", "manifest is truncated"),
         "bad-manifest-magic": ("manifest.pb", "not a Kiln manifest (bad magic)"),
         "manifest-checksum": ("manifest.pb", "manifest checksum mismatch"),
-        "newer-format-version": ("manifest.pb", "format version 2 is newer than this Kiln reads (1)"),
+        "newer-format-version": ("manifest.pb", "format version 3 is newer than this Kiln reads (2)"),
         "blob-past-end": ("manifest.pb", "weights[0] 'fc1.weight'.dense: blob [69184, +32768) lies outside weights.bin"),
         "misaligned-blob": ("manifest.pb", "weights[1] 'fc1.bias'.dense: blob offset 32836 is not aligned to 64 bytes"),
         "crc-mismatch": ("weights.bin", "weights[5] 'fc3.bias'.dense: CRC-32 mismatch"),

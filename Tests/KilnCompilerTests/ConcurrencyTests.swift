@@ -93,6 +93,7 @@ final class FuzzArtifactRegressionTests: XCTestCase {
                         "gru_weights_not_float32.x86_64.compiled": "R must be float32, got bool",
                         "input_of_a_storage_type.x86_64.compiled": "is a weight storage type, not a tensor type",
                         "pool_not_channels_last.x86_64.compiled": "a channels-last pool needs channels_last = 1",
+                        "quantize_zero_point_mismatch.x86_64.compiled": "zero point [2, 2] does not match scale [2, 3, 2]",
                         "step_with_fewer_inputs.x86_64.compiled": "steps[0]: 0 inputs for the op's 3",
                         "top_k_of_a_scalar.x86_64.compiled": "axis 0 is out of range for rank 0"]
         let files = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".compiled") }.sorted()

@@ -105,7 +105,8 @@ public final class OpFixtureTests: XCTestCase {
     }
 
     func testEveryOpOfTheOpSetIsCovered() {
-        let covered = Set(Self.cases.filter { !$0.onnxOnly }.map(\.op))
+        // Control flow has whole-model fixtures instead (ControlFlowTests: its bodies are graphs).
+        let covered = Set(Self.cases.filter { !$0.onnxOnly }.map(\.op)).union(["if", "loop", "scan"])
         let missing = Set(OpSet.schemas.keys).subtracting(covered)
         XCTAssertEqual(missing.sorted(), [], "ops without a fixture case")
     }

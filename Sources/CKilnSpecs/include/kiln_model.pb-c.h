@@ -191,7 +191,8 @@ typedef enum {
   KILN__ATTRIBUTE__VALUE_FLOATS = 6,
   KILN__ATTRIBUTE__VALUE_STRINGS = 7,
   KILN__ATTRIBUTE__VALUE_TENSOR = 8,
-  KILN__ATTRIBUTE__VALUE_DTYPE = 9
+  KILN__ATTRIBUTE__VALUE_DTYPE = 9,
+  KILN__ATTRIBUTE__VALUE_GRAPH = 10
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KILN__ATTRIBUTE__VALUE__CASE)
 } Kiln__Attribute__ValueCase;
 
@@ -209,6 +210,11 @@ struct  Kiln__Attribute
     Kiln__StringList *strings;
     Kiln__TensorValue *tensor;
     Kiln__DataType dtype;
+    /*
+     * A subgraph (control flow: a branch or a loop body), format version 2 and later. A closed
+     * function: it reads only its own inputs, which the op lists (specs/ops.md).
+     */
+    Kiln__Function *graph;
   };
 };
 #define KILN__ATTRIBUTE__INIT \

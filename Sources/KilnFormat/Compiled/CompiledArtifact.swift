@@ -135,7 +135,7 @@ public struct CompiledArtifact: Sendable {
         let planOffset = CompiledFormat.headerSize
         let weightsOffset = (planOffset + planBytes.count + 63) / 64 * 64
         // The weight section has the layout of a package weights file.
-        var weights = PackageWriter.weightsHeader(version: plan.model.formatVersion)
+        var weights = PackageWriter.weightsHeader(version: contents.formatVersion)
         for (loc, blob) in blobs {
             weights += [UInt8](repeating: 0, count: loc.offset - weights.count)
             weights += blob.data.bytes

@@ -114,8 +114,10 @@ public struct CompiledPlan: Sendable {
         for (i, (plan, f)) in zip(functions, model.functions).enumerated() {
             let field = "functions[\(i)] '\(plan.name)'"
             guard plan.name == f.name else { throw PackageError(field: field, reason: "plan names function '\(f.name)'") }
-            guard plan.slotCount >= 0, plan.slotCount <= 1 << 24 else {
-                throw PackageError(field: field, reason: "slot count \(plan.slotCount) is out of range")
+            // Every slot holds an input, a weight or a step's output: no more slots than those.
+            let defined = plan.inputSlots.count + plan.weights.count + plan.steps.reduce(0) { $0 + $1.outputs.count }
+            guard plan.slotCount >= 0, plan.slotCount <= 1 << 24, plan.slotCount <= defined else {
+                throw PackageError(field: field, reason: "slot count \(plan.slotCount) is out of range (the plan defines \(defined) values)")
             }
             func check(_ s: Int, _ what: String, optional: Bool = false) throws {
                 guard (optional && s == -1) || (0 ..< plan.slotCount).contains(s) else {

@@ -134,6 +134,9 @@ enum CompiledPlanCodec {
 
     static func decode(_ bytes: UnsafeRawBufferPointer) throws -> (ManifestContents, [CompiledPlan.FunctionPlan], String, SourceSummary?) {
         let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        guard !ProtobufNesting.tooDeep(bytes, root: .plan, limit: ProtobufNesting.kilnLimit, child: ProtobufNesting.kilnChild) else {
+            throw PackageError(field: "plan", reason: "nests subgraphs deeper than 16 levels")
+        }
         guard let p = kiln__compiled__plan__unpack(nil, bytes.count, base) else {
             throw PackageError(field: "plan", reason: "protobuf is malformed (truncated or corrupt)")
         }

@@ -29,6 +29,9 @@ public enum AttributeValue: Sendable, Hashable {
     case strings([String])
     case tensor(TensorLiteral)
     case dtype(DataType)
+    /// A subgraph (a branch or loop body of a control-flow op): a closed function whose inputs
+    /// are listed by the op (specs/ops.md, control flow).
+    case graph(Function)
 
     /// The name of the attribute's type, as schemas and errors spell it.
     public var kind: AttributeKind {
@@ -41,11 +44,12 @@ public enum AttributeValue: Sendable, Hashable {
         case .strings: return .strings
         case .tensor: return .tensor
         case .dtype: return .dtype
+        case .graph: return .graph
         }
     }
 }
 
 /// The type of an attribute.
 public enum AttributeKind: String, Sendable, Hashable {
-    case int, float, string, ints, floats, strings, tensor, dtype
+    case int, float, string, ints, floats, strings, tensor, dtype, graph
 }

@@ -205,6 +205,9 @@ enum Validation {
                 guard value.kind == spec.kind else {
                     throw PackageError(field: of, reason: "attribute '\(key)' must be \(spec.kind.rawValue), got \(value.kind.rawValue)")
                 }
+                // A subgraph is closed: it reads only its own inputs (the op passes them), never
+                // the enclosing function's values or the model's weights.
+                if case .graph(let body) = value { try function(body, "\(of).\(key)", weights: [:]) }
             }
             for (key, spec) in schema.attributes where spec.required && op.attributes[key] == nil {
                 throw PackageError(field: of, reason: "required attribute '\(key)' is missing")

@@ -3,7 +3,8 @@
 /// This is the in-memory form of a `Name.kiln` package. Read one with
 /// ``PackageReader``, build one with ``ModelBuilder``, write one with ``PackageWriter``.
 public struct PortableModel: Sendable {
-    /// The package format version this model was read from or will be written as.
+    /// The package format version this model was read from (the writer writes at least the
+    /// version its contents need: ``writtenFormatVersion``).
     public var formatVersion: Int
     /// Descriptive metadata.
     public var metadata: Metadata
@@ -15,9 +16,11 @@ public struct PortableModel: Sendable {
     public var functions: [Function]
 
     /// Creates a model.
-    public init(formatVersion: Int = PackageFormat.currentVersion, metadata: Metadata,
+    /// - Parameter formatVersion: The version read; by default the oldest that holds the functions.
+    public init(formatVersion: Int? = nil, metadata: Metadata,
                 computePrecision: DataType = .float32, weights: [Weight], functions: [Function]) {
         self.formatVersion = formatVersion
+            ?? (functions.contains(where: \.hasSubgraphs) ? PackageFormat.subgraphVersion : PackageFormat.oldestReadableVersion)
         self.metadata = metadata
         self.computePrecision = computePrecision
         self.weights = weights
@@ -32,6 +35,12 @@ public struct PortableModel: Sendable {
     /// The weight called `name`, if any.
     public func weight(named name: String) -> Weight? {
         weights.first { $0.name == name }
+    }
+
+    /// The version a package of this model is written as: its own, raised to the first
+    /// version with subgraphs when a function has control flow.
+    public var writtenFormatVersion: Int {
+        functions.contains(where: \.hasSubgraphs) ? max(formatVersion, PackageFormat.subgraphVersion) : formatVersion
     }
 
     /// Elements of all weights, counting compressed weights by their dense size.

@@ -203,6 +203,9 @@ extension ManifestCodec {
         case .dtype(let t):
             m.value_case = KILN__ATTRIBUTE__VALUE_DTYPE
             m.dtype = encode(t)
+        case .graph(let f):
+            m.value_case = KILN__ATTRIBUTE__VALUE_GRAPH
+            m.graph = encodeFunction(f, arena)
         }
         return arena.make(m)
     }

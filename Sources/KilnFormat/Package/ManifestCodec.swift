@@ -37,6 +37,9 @@ package enum ManifestCodec {
     /// - Throws: ``PackageError`` when the bytes are not a valid manifest.
     package static func decode(_ payload: UnsafeRawBufferPointer) throws -> ManifestContents {
         let base = payload.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        guard !ProtobufNesting.tooDeep(payload, root: .model, limit: ProtobufNesting.kilnLimit, child: ProtobufNesting.kilnChild) else {
+            throw PackageError(reason: "manifest nests subgraphs deeper than 16 levels")
+        }
         guard let m = kiln__model__unpack(nil, payload.count, base) else {
             throw PackageError(reason: "manifest protobuf is malformed (truncated or corrupt)")
         }
@@ -184,6 +187,9 @@ package enum ManifestCodec {
             value = .tensor(TensorLiteral(
                 dtype: try decode(t.dtype, "\(f).dtype"), shape: ints(t.n_shape, t.shape), bytes: bytes))
         case KILN__ATTRIBUTE__VALUE_DTYPE: value = .dtype(try decode(a.dtype, f))
+        case KILN__ATTRIBUTE__VALUE_GRAPH:
+            guard let g = a.graph?.pointee else { throw PackageError(field: f, reason: "graph is missing") }
+            value = .graph(try decodeFunction(g, "\(f).graph"))
         default: throw PackageError(field: f, reason: "attribute has no value")
         }
         return (name, value)

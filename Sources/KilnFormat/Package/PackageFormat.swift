@@ -1,7 +1,10 @@
 /// Constants of the `Name.kiln` package layout (specs/package-format.md).
 public enum PackageFormat {
     /// The format version this build writes and the newest it reads.
-    public static let currentVersion = 1
+    public static let currentVersion = 2
+    /// The first version with graph attributes (control-flow subgraphs); a package without
+    /// them is written as version 1, which older readers still read.
+    public static let subgraphVersion = 2
     /// The oldest format version this build reads.
     public static let oldestReadableVersion = 1
     /// The manifest's file name inside the package directory.

@@ -117,6 +117,10 @@ public enum PackageReader {
             }
             return WeightBlob(dtype: r.dtype, shape: r.shape, data: storage(range))
         }
+        if contents.formatVersion < PackageFormat.subgraphVersion, let f = contents.functions.first(where: \.hasSubgraphs) {
+            throw PackageError(path: manifestPath, field: "functions '\(f.name)'",
+                               reason: "has control-flow subgraphs, which need format version \(PackageFormat.subgraphVersion) (the file says \(contents.formatVersion))")
+        }
         var modelWeights: [Weight] = []
         modelWeights.reserveCapacity(contents.weights.count)
         for (i, w) in contents.weights.enumerated() {

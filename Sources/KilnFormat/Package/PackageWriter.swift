@@ -77,7 +77,7 @@ public enum PackageWriter {
             return WeightRecord(name: w.name, dtype: w.dtype, shape: w.shape, encoding: encoding)
         }
         let contents = ManifestContents(
-            formatVersion: model.formatVersion, metadata: model.metadata, computePrecision: model.computePrecision,
+            formatVersion: model.writtenFormatVersion, metadata: model.metadata, computePrecision: model.computePrecision,
             weights: records, functions: model.functions,
             weightsFile: PackageFormat.weightsFileName, weightsFileSize: offset)
         return (contents, placed)

@@ -33,9 +33,10 @@ enum KernelTable {
     }
 
     // swiftlint:disable:next cyclomatic_complexity function_body_length
-    static func kernel(for op: Operation) throws -> Kernel {
+    static func kernel(for op: Operation, subgraphs: SubgraphPlanner = ReferenceInterpreter.planSubgraph) throws -> Kernel {
         let a = op.attributes
         switch op.opType {
+        case "if", "loop", "scan": return try ControlFlow.kernel(for: op, planner: subgraphs)
         // Unary float maps.
         case "sqrt": return unaryFloat { $0.squareRoot() }
         case "reciprocal": return unaryFloat { 1 / $0 }

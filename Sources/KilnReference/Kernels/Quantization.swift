@@ -51,7 +51,7 @@ enum Quantization {
         let index = try scaleIndex(x.shape, scale: scale.shape, axis: axis, block: block)
         let s = try Elementwise.cast(scale, to: .float32).scalars(as: Float.self)
         let z = try zeroPoint.map { zp -> [Double] in
-            guard zp.shape == scale.shape || zp.elementCount == scale.elementCount else { throw OpError("zero point \(zp.shape) does not match scale \(scale.shape)") }
+            guard zp.elementCount == scale.elementCount else { throw OpError("zero point \(zp.shape) does not match scale \(scale.shape)") }
             return try zp.doubleValues()
         }
         let v = try x.doubleValues()
@@ -62,7 +62,10 @@ enum Quantization {
     static func quantize(_ x: NDArray, _ scale: NDArray, _ zeroPoint: NDArray?, axis: Int, block: Int, dtype: DataType) throws -> NDArray {
         let index = try scaleIndex(x.shape, scale: scale.shape, axis: axis, block: block)
         let s = try Elementwise.cast(scale, to: .float32).scalars(as: Float.self)
-        let z = try zeroPoint?.doubleValues()
+        let z = try zeroPoint.map { zp -> [Double] in
+            guard zp.elementCount == scale.elementCount else { throw OpError("zero point \(zp.shape) does not match scale \(scale.shape)") }
+            return try zp.doubleValues()
+        }
         let (lo, hi) = try range(dtype)
         let v = try Elementwise.cast(x, to: .float32).scalars(as: Float.self)
         let q = v.indices.map { i -> Double in
@@ -137,6 +140,7 @@ enum Quantization {
         let sb = try Elementwise.cast(bScale, to: .float32).scalars(as: Float.self)
         let sy = try Elementwise.cast(yScale, to: .float32).scalars(as: Float.self)
         guard sa.count == 1, sb.count == 1, sy.count == 1 else { throw OpError("qlinear_matmul supports per-tensor scales") }
+        guard yZero.elementCount == 1 else { throw OpError("qlinear_matmul supports a per-tensor y_zero_point") }
         let zy = try yZero.doubleValues()[0]
         let (lo, hi) = try range(yZero.scalarType)
         let multiplier = Double(sa[0]) * Double(sb[0]) / Double(sy[0])

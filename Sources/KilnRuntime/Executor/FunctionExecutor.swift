@@ -69,8 +69,18 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         }
         self.constants = constants
         var steps: [Step] = []
+        // Control-flow bodies are compiled for the artifact's arch and run by executors of their own.
+        let (arch, bodyThreads) = (Architecture.named(plan.arch), self.threads)
+        let planner: SubgraphPlanner = { body in try CompiledSubgraph(body, arch: arch, threads: bodyThreads) }
         for (s, (op, id)) in zip(fp.steps, zip(f.operations, kernels)) {
             do {
+                if op.hasSubgraphs {
+                    guard id.family == .reference else { throw OpError("a control-flow op needs the reference kernel, the plan names \(id)") }
+                    let reference = try ReferenceKernel(op, subgraphs: planner)
+                    steps.append(Step(name: op.name, opType: op.opType, kernel: ReferenceStep(kernel: reference, fallback: nil), reference: reference,
+                                      inputs: s.inputs, outputs: s.outputs))
+                    continue
+                }
                 let kernel = try StepFactory.make(id, op, inputs: s.inputs, weights: weightBySlot, constants: constants, threads: self.threads)
                 steps.append(Step(name: op.name, opType: op.opType, kernel: kernel, reference: try ReferenceKernel(op), inputs: s.inputs, outputs: s.outputs))
             } catch let e as OpError {
@@ -99,6 +109,11 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
             let x = inputs[arg.name]!.contiguous()
             args.append(x.scalarType == .float16 || x.scalarType == .bfloat16 || x.scalarType == .float64 ? try ReferenceKernel.widen(x) : x)
         }
+        return try execute(args)
+    }
+
+    /// Runs on arrays in signature order, already checked and widened.
+    func execute(_ args: [NDArray]) throws -> [String: NDArray] {
         if frequentReshapes {
             profile?.countRun()
             return try runGeneric(args, recording: nil)
@@ -250,5 +265,47 @@ final class StepProfile: @unchecked Sendable {
         }
         for n in notes { lines += "  \(n)\n" }
         FileHandle.standardError.write(Data(lines.utf8))
+    }
+}
+
+/// A control-flow body compiled for an artifact's arch when the function that holds it loads,
+/// run by an executor of its own (shape plans included) on arrays in its input order.
+struct CompiledSubgraph: SubgraphRunner {
+    let executor: FunctionExecutor
+
+    init(_ body: Function, arch: Architecture?, threads: Int) throws {
+        guard let arch else { throw OpError("the artifact's arch is unknown to this runtime") }
+        let model = PortableModel(metadata: Metadata(name: body.name), weights: [], functions: [body])
+        do {
+            let (_, plan) = try Compiler.compile(model, options: Compiler.Options(arch: arch), sourceDigest: [])
+            executor = try FunctionExecutor(plan: plan, function: 0, threads: threads, frequentReshapes: false)
+        } catch let e as OpError {
+            throw e
+        } catch {
+            throw OpError("subgraph '\(body.name)': \(error)")
+        }
+    }
+
+    func run(_ inputs: [NDArray]) throws -> [NDArray] {
+        let f = executor.function
+        guard inputs.count == f.inputs.count else { throw OpError("subgraph '\(f.name)' takes \(f.inputs.count) inputs, got \(inputs.count)") }
+        for (arg, x) in zip(f.inputs, inputs) {
+            let sameKind = x.scalarType == arg.type.dtype || (x.scalarType.isFloatingPoint && arg.type.dtype.isFloatingPoint)
+            guard sameKind, x.rank == arg.type.rank else {
+                throw OpError("subgraph '\(f.name)' input '\(arg.name)' is \(arg.type), got \(x.scalarType.rawValue)\(x.shape)")
+            }
+        }
+        do {
+            let out = try executor.execute(try inputs.map { x in
+                let c = x.contiguous()
+                return c.scalarType == .float16 || c.scalarType == .bfloat16 || c.scalarType == .float64 ? try ReferenceKernel.widen(c) : c
+            })
+            return try f.outputs.map { arg in
+                guard let v = out[arg.name] else { throw OpError("subgraph '\(f.name)' did not compute '\(arg.name)'") }
+                return v
+            }
+        } catch let e as InferenceError {
+            throw OpError("\(e)")
+        }
     }
 }

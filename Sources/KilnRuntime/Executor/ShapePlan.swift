@@ -25,6 +25,9 @@ final class Recording {
         "reduce_l1": [1], "reduce_sum_square": [1], "reduce_log_sum": [1], "reduce_log_sum_exp": [1], "compress": [1], "one_hot": [1],
     ]
 
+    /// Ops whose result shapes only running them tells.
+    static let controlFlow: Set<String> = ["if", "loop", "scan"]
+
     init(slotCount: Int) {
         shapes = Array(repeating: nil, count: slotCount)
         dtypes = Array(repeating: nil, count: slotCount)
@@ -38,6 +41,10 @@ final class Recording {
         }
         for i in Recording.shapeInputs[step.opType] ?? [] where i < inputs.count && inputs[i] >= 0 && known[inputs[i]] == nil {
             dataDependentShape = dataDependentShape ?? "op '\(step.name)' takes its shape from input data"
+        }
+        // A branch or a loop decides its results' shapes as it runs.
+        if Recording.controlFlow.contains(step.opType) {
+            dataDependentShape = dataDependentShape ?? "op '\(step.name)' is control flow"
         }
         let shapeOnly = step.opType == "shape" || step.opType == "size"
         let allKnown = inputs.allSatisfy { $0 < 0 || known[$0] != nil }
