@@ -35,11 +35,11 @@ PY
 "$KILN" compile examples/TinyClassifier.kiln --arch x86_64 -o "$OUT/seed/c" >/dev/null
 "$KILN" compile examples/TinyEncoder.kiln --arch x86_64 -o "$OUT/seed/e" >/dev/null
 cp "$OUT/seed/c/TinyClassifier.x86_64.compiled" "$OUT/seed/e/TinyEncoder.x86_64.compiled" "$C/FuzzArtifact/"
-# Small artifacts, one per op fixture that converts and compiles, so mutations reach every kernel
+# Small artifacts, one per op and whole-model fixture (control flow included) that converts and compiles, so mutations reach every kernel
 # family quickly (the examples are 72 and 201 KiB; these are mostly under 4 KiB). FUZZ_OP_SEEDS=0
 # leaves them out.
 mkdir -p "$OUT/seed/ops"
-[ "${FUZZ_OP_SEEDS:-1}" = 0 ] || for f in Tests/Fixtures/onnx/ops/*.onnx; do
+[ "${FUZZ_OP_SEEDS:-1}" = 0 ] || for f in Tests/Fixtures/onnx/ops/*.onnx Tests/Fixtures/onnx/models/*.onnx; do
   n=$(basename "$f" .onnx)
   "$KILN" convert "$f" -o "$OUT/seed/ops/$n.kiln" >/dev/null 2>&1 || continue
   "$KILN" compile "$OUT/seed/ops/$n.kiln" --arch x86_64 -o "$OUT/seed/ops/$n" >/dev/null 2>&1 || continue

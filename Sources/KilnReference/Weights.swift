@@ -5,6 +5,13 @@ import KilnFormat
 enum Weights {
     /// The weight's dense value.
     static func decode(_ w: Weight) throws -> NDArray {
+        // The layouts below are a package's; a weight laid out otherwise (a mutated artifact's)
+        // is an error here, not an out-of-bounds read.
+        do {
+            try w.validateEncoding()
+        } catch let e as PackageError {
+            throw OpError("\(e.field.map { "\($0): " } ?? "")\(e.reason)")
+        }
         switch w.encoding {
         case .dense(let b):
             return try widened(NDArray(shape: b.shape, scalarType: b.dtype, borrowing: b.data))

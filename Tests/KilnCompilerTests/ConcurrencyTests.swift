@@ -90,6 +90,7 @@ final class FuzzArtifactRegressionTests: XCTestCase {
         let dir = "\(repositoryRoot)/Tests/Fixtures/fuzz/artifact"
         let expected = ["argmax_of_a_scalar.x86_64.compiled": "argmax needs an input of rank ≥ 1",
                         "batch_norm_non_float_input.x86_64.compiled": "op 'batch_norm': expected a float32 tensor, got bool",
+                        "dense_weight_of_a_storage_type.x86_64.compiled": "weight 'go'.dense: blob is int4[], weight is bool[]: a dense blob holds whole-byte elements",
                         "gru_weights_not_float32.x86_64.compiled": "R must be float32, got bool",
                         "input_of_a_storage_type.x86_64.compiled": "is a weight storage type, not a tensor type",
                         "pool_not_channels_last.x86_64.compiled": "a channels-last pool needs channels_last = 1",

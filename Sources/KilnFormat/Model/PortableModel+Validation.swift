@@ -291,3 +291,23 @@ enum Validation {
         return PackageError(field: field, reason: "input '\(value)' is used before its definition by op '\(f.operations[def].name)'")
     }
 }
+
+extension Weight {
+    /// Checks what a generic decoder relies on before it reads the blobs: a dense blob of a
+    /// whole-byte type (read in its own shape: a compiled artifact keeps some dense weights in
+    /// a kernel's layout), and for compressed encodings everything a package's reader checks
+    /// (dtype, shapes, storage types, blockwise scales). An artifact's weights are not
+    /// validated as a package's when it loads, so decoders call this first.
+    /// - Throws: ``PackageError`` naming the weight and the problem.
+    public func validateEncoding() throws {
+        let field = "weight '\(name)'"
+        if case .dense(let b) = encoding {
+            guard !b.dtype.isSubByte, !dtype.isSubByte else {
+                throw PackageError(field: "\(field).dense", reason: "blob is \(b.dtype.rawValue)\(b.shape), weight is \(dtype.rawValue)\(shape): a dense blob holds whole-byte elements")
+            }
+            try Validation.blob(b, "\(field).dense")
+            return
+        }
+        try Validation.weight(self, field)
+    }
+}
