@@ -21,7 +21,12 @@ for t in FuzzNPY FuzzConfig FuzzPackage FuzzONNX FuzzArtifact FuzzAssets; do mkd
 cp Tests/Fixtures/npy/*.npy "$C/FuzzNPY/"
 cp Tests/Fixtures/compression/*.json examples/compression.json "$C/FuzzConfig/" 2>/dev/null || true
 find Tests/Fixtures/onnx -name '*.onnx' -size -256k -exec cp {} "$C/FuzzONNX/" \;
-python3 - "$C/FuzzPackage" Tests/Fixtures/malformed examples <<'PY'
+# Packages with subgraphs (format 2): the control-flow fixtures, converted.
+mkdir -p "$OUT/seed/pkg"
+for n in if_nested_then loop_early_exit scan_reverse_axes; do
+  "$KILN" convert "Tests/Fixtures/onnx/models/$n.onnx" -o "$OUT/seed/pkg/$n.kiln" >/dev/null
+done
+python3 - "$C/FuzzPackage" Tests/Fixtures/malformed examples "$OUT/seed/pkg" <<'PY'
 import os, struct, sys
 out = sys.argv[1]
 for root in sys.argv[2:]:
