@@ -8,11 +8,11 @@
 
 #include <immintrin.h>
 
-// Loops over the accumulators run to this constant (rows past `mr` skipped inside), so every index
-// is known at compile time and the accumulators stay in registers through the k loop.
+// Loops over the accumulators run to compile-time constants (the body's MR in the k loop, this in
+// the epilogue, rows past `mr` skipped), so the accumulators stay in registers through the k loop.
 #define KILN_TILE_ROWS 8
 
-KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8x32_body(size_t mr, size_t nc, size_t k,
+KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8x32_body(const int MR, size_t mr, size_t nc, size_t k,
                                                                                      const float *a, size_t lda, const float *b,
                                                                                      size_t ldb, float *c, size_t ldc,
                                                                                      const kiln_tile_args *t, const int packed,
@@ -26,11 +26,11 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8
         // is the strided-A loop over row pointers moved to the run's offset.
         for (size_t q = 0; q < k / run; q++) {
             const float *r[8];
-            for (int i = 0; i < 8; i++) r[i] = rows[(size_t)i < mr ? i : mr - 1] + offsets[q];
+            for (int i = 0; i < MR; i++) r[i] = rows[i] + offsets[q];
             const float *bq = b + q * run * ldb;
             for (size_t j = 0; j < run; j++) {
                 const __m512 b0 = _mm512_loadu_ps(bq + j * ldb), b1 = _mm512_loadu_ps(bq + j * ldb + 16);
-                for (int i = 0; i < 8; i++) {
+                for (int i = 0; i < MR; i++) {
                     const __m512 v = _mm512_set1_ps(r[i][j]);
                     l[i] = _mm512_fmadd_ps(v, b0, l[i]);
                     h[i] = _mm512_fmadd_ps(v, b1, h[i]);
@@ -42,20 +42,20 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8
         for (size_t p = 0; p < k; p++) {
             const __m512 b0 = _mm512_loadu_ps(b + p * ldb), b1 = _mm512_loadu_ps(b + p * ldb + 16);
             const float *ap = a + p * 8;
-            for (int i = 0; i < 8; i++) {
+            for (int i = 0; i < MR; i++) {
                 const __m512 v = _mm512_set1_ps(ap[i]);
                 l[i] = _mm512_fmadd_ps(v, b0, l[i]);
                 h[i] = _mm512_fmadd_ps(v, b1, h[i]);
             }
         }
     } else {
-        // Rows past `mr` read the last valid row and are never stored.
+        // Row pointers for the MR rows the body was built for (MR = mr).
         const float *r[8];
         r[0] = a;
-        for (int i = 1; i < 8; i++) r[i] = (size_t)i < mr ? r[i - 1] + lda : r[i - 1];
+        for (int i = 1; i < MR; i++) r[i] = r[i - 1] + lda;
         for (size_t p = 0; p < k; p++) {
             const __m512 b0 = _mm512_loadu_ps(b + p * ldb), b1 = _mm512_loadu_ps(b + p * ldb + 16);
-            for (int i = 0; i < 8; i++) {
+            for (int i = 0; i < MR; i++) {
                 const __m512 v = _mm512_set1_ps(r[i][p]);
                 l[i] = _mm512_fmadd_ps(v, b0, l[i]);
                 h[i] = _mm512_fmadd_ps(v, b1, h[i]);
@@ -102,12 +102,35 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8
     if (t && !registers) kiln_tile_args_apply(mr, nc, c, ldc, t);
 }
 
+// A tile of `mr` rows runs the body built for exactly that many (a remainder tile costs its rows,
+// not a whole tile's).
+#define KILN_ROWS_DISPATCH(BODY) \
+    switch (mr) { \
+    case 1: BODY(1); break; \
+    case 2: BODY(2); break; \
+    case 3: BODY(3); break; \
+    case 4: BODY(4); break; \
+    case 5: BODY(5); break; \
+    case 6: BODY(6); break; \
+    case 7: BODY(7); break; \
+    default: BODY(8); break; \
+    }
+
 KILN_TARGET_AVX512 void kiln_f32_gemm_8x32__avx512(KILN_UKERNEL_PARAMS) {
-    if (lda == 0) kiln_gemm_8x32_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 1, NULL, NULL, 1);
-    else kiln_gemm_8x32_body(mr, nc, k, a, lda, b, ldb, c, ldc, t, 0, NULL, NULL, 1);
+    if (mr == 0) return;
+#define KILN_PACKED(R) kiln_gemm_8x32_body(R, mr, nc, k, a, lda, b, ldb, c, ldc, t, 1, NULL, NULL, 1)
+#define KILN_STRIDED(R) kiln_gemm_8x32_body(R, mr, nc, k, a, lda, b, ldb, c, ldc, t, 0, NULL, NULL, 1)
+    if (lda == 0) { KILN_ROWS_DISPATCH(KILN_PACKED) }
+    else { KILN_ROWS_DISPATCH(KILN_STRIDED) }
+#undef KILN_PACKED
+#undef KILN_STRIDED
 }
 
 KILN_TARGET_AVX512 void kiln_f32_igemm_8x32__avx512(KILN_IGEMM_PARAMS) {
-    kiln_gemm_8x32_body(mr, nc, k, NULL, 0, b, 32, c, ldc, t, 2, rows, offsets, run);
+    if (mr == 0) return;
+#define KILN_INDIRECT(R) kiln_gemm_8x32_body(R, mr, nc, k, NULL, 0, b, 32, c, ldc, t, 2, rows, offsets, run)
+    KILN_ROWS_DISPATCH(KILN_INDIRECT)
+#undef KILN_INDIRECT
 }
+#undef KILN_ROWS_DISPATCH
 #endif

@@ -37,23 +37,26 @@ void kiln_f32_im2col_nhwc__scalar(size_t h, size_t w, size_t c, const float *x, 
     }
 }
 
+void kiln_f32_pad_rows(size_t planes, size_t h, size_t w, size_t inner, const float *x, size_t pt, size_t pl, size_t hp,
+                       size_t wp, float *out, size_t row_begin, size_t row_end) {
+    const size_t row = w * inner, padded_row = wp * inner;
+    if (row_end > planes * hp) row_end = planes * hp;
+    for (size_t pr = row_begin; pr < row_end; pr++) {
+        const size_t q = pr / hp, r = pr % hp;
+        float *o = out + pr * padded_row;
+        if (r < pt || r >= pt + h) {
+            memset(o, 0, padded_row * sizeof(float));
+            continue;
+        }
+        memset(o, 0, pl * inner * sizeof(float));
+        memcpy(o + pl * inner, x + q * h * row + (r - pt) * row, row * sizeof(float));
+        memset(o + (pl + w) * inner, 0, (wp - pl - w) * inner * sizeof(float));
+    }
+}
+
 void kiln_f32_pad_planes(size_t planes, size_t h, size_t w, size_t inner, const float *x, size_t pt, size_t pl, size_t hp,
                          size_t wp, float *out) {
-    const size_t row = w * inner, padded_row = wp * inner;
-    for (size_t q = 0; q < planes; q++) {
-        const float *src = x + q * h * row;
-        float *dst = out + q * hp * padded_row;
-        for (size_t r = 0; r < hp; r++) {
-            float *o = dst + r * padded_row;
-            if (r < pt || r >= pt + h) {
-                memset(o, 0, padded_row * sizeof(float));
-                continue;
-            }
-            memset(o, 0, pl * inner * sizeof(float));
-            memcpy(o + pl * inner, src + (r - pt) * row, row * sizeof(float));
-            memset(o + (pl + w) * inner, 0, (wp - pl - w) * inner * sizeof(float));
-        }
-    }
+    kiln_f32_pad_rows(planes, h, w, inner, x, pt, pl, hp, wp, out, 0, planes * hp);
 }
 
 void kiln_f32_im2col_nchw_rows__scalar(size_t c, size_t h, size_t w, const float *x, size_t kh, size_t kw, size_t sh, size_t sw,

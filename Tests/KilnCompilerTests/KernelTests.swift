@@ -28,7 +28,8 @@ final class KernelTests: XCTestCase {
             guard let uk = name.withCString({ kiln_f32_gemm_ukernel_named($0, &mr, &nr) }) else { continue } // ISA absent
             tested += 1
             var rng = Rng(state: 42)
-            for m in [1, mr - 1, mr, mr + 1, 2 * mr, 3 * mr + 2] where m > 0 {
+            // Every row count of a tile (each runs its own body), then several tiles with a remainder.
+            for m in Array(1 ... mr) + [mr + 1, 2 * mr, 3 * mr + 2] {
                 for n in [1, nr - 1, nr, nr + 1, 2 * nr + 3] where n > 0 {
                     for k in [1, 7, 64] {
                         let a = (0 ..< m * k).map { _ in rng.next() }, bm = (0 ..< k * n).map { _ in rng.next() }
@@ -176,32 +177,56 @@ final class KernelTests: XCTestCase {
                 var packed = [Float](repeating: 0, count: panels * k * nr)
                 kiln_f32_pack_b(k, n, nr, bm, n, 1, &packed)
                 let plain = reference(oh * ow, n, k, a, bm)
-                let m = oh * ow, begin = min(1, m - 1)
-                for (code, alpha, beta) in [(Int32(KILN_UNARY_NONE), Float(0), Float(0)), (Int32(KILN_UNARY_HARD_SWISH), 0, 0), (Int32(KILN_UNARY_SIGMOID), 0, 0)] {
-                    for accumulate in [false, true] {
-                        var want = plain
-                        for i in 0 ..< m { for j in 0 ..< n { want[i * n + j] += bias[j] + (accumulate ? residual[i * n + j] : 0) } }
-                        var e = kiln_epilogue()
-                        e.activation = code; e.alpha = alpha; e.beta = beta
-                        kiln_f32_epilogue(m, n, &want, n, nil, &e)
-                        var out = accumulate ? residual : [Float](repeating: .nan, count: m * n)
-                        bias.withUnsafeBufferPointer { cb in packed.withUnsafeBufferPointer { pb in padded.withUnsafeBufferPointer { xp in
-                            var b = kiln_packed_b()
-                            b.kind = Int32(KILN_B_F32); b.k = k; b.n = n; b.nr = nr; b.data = UnsafeRawPointer(pb.baseAddress!)
-                            var ep = e
-                            ep.bias = cb.baseAddress; ep.accumulate = accumulate ? 1 : 0
-                            // Rows [0, begin) over every panel, then [begin, m) split in two panel ranges.
-                            kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, c, &out, n, 0, begin, 0, panels, &ep, nil)
-                            kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, c, &out, n, begin, m, 0, 1, &ep, nil)
-                            kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, c, &out, n, begin, m, 1, panels, &ep, nil)
-                        } } }
-                        for i in 0 ..< m * n where !(abs(out[i] - want[i]) <= 1e-4 * Float(k)) {
-                            XCTFail("\(name) \(h)x\(w)x\(c) k\(kh)x\(kw) s\(s) d\(d) p\(p) n=\(n) activation \(code) residual \(accumulate): index \(i) got \(out[i]) want \(want[i])")
-                            break
+                let m = oh * ow
+                // Pixel ranges starting at each offset of a tile: every remainder tile size is run.
+                for begin in Set((1 ... mr).map { min($0, m - 1) }).sorted() {
+                    for (code, alpha, beta) in [(Int32(KILN_UNARY_NONE), Float(0), Float(0)), (Int32(KILN_UNARY_HARD_SWISH), 0, 0), (Int32(KILN_UNARY_SIGMOID), 0, 0)] {
+                        for accumulate in [false, true] {
+                            var want = plain
+                            for i in 0 ..< m { for j in 0 ..< n { want[i * n + j] += bias[j] + (accumulate ? residual[i * n + j] : 0) } }
+                            var e = kiln_epilogue()
+                            e.activation = code; e.alpha = alpha; e.beta = beta
+                            kiln_f32_epilogue(m, n, &want, n, nil, &e)
+                            var out = accumulate ? residual : [Float](repeating: .nan, count: m * n)
+                            bias.withUnsafeBufferPointer { cb in packed.withUnsafeBufferPointer { pb in padded.withUnsafeBufferPointer { xp in
+                                var b = kiln_packed_b()
+                                b.kind = Int32(KILN_B_F32); b.k = k; b.n = n; b.nr = nr; b.data = UnsafeRawPointer(pb.baseAddress!)
+                                var ep = e
+                                ep.bias = cb.baseAddress; ep.accumulate = accumulate ? 1 : 0
+                                // Rows [0, begin) over every panel, then [begin, m) split in two panel ranges.
+                                kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, c, &out, n, 0, begin, 0, panels, &ep, nil)
+                                kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, c, &out, n, begin, m, 0, 1, &ep, nil)
+                                kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, offsets, c, &out, n, begin, m, 1, panels, &ep, nil)
+                            } } }
+                            for i in 0 ..< m * n where !(abs(out[i] - want[i]) <= 1e-4 * Float(k)) {
+                                XCTFail("\(name) \(h)x\(w)x\(c) k\(kh)x\(kw) s\(s) d\(d) p\(p) n=\(n) activation \(code) residual \(accumulate) from \(begin): index \(i) got \(out[i]) want \(want[i])")
+                                break
+                            }
                         }
                     }
                 }
             }
+        }
+    }
+
+    /// The padded copy cut into row ranges (as threads share it) equals the whole copy, for NHWC
+    /// cells and for planes, ranges that cross planes and padding rows included.
+    func testPaddedCopyInRowRanges() {
+        var rng = Rng(state: 5)
+        for (planes, h, w, inner, pt, pl, pb, pr) in [(1, 5, 4, 3, 1, 2, 1, 0), (3, 4, 6, 1, 3, 3, 2, 3), (2, 1, 1, 8, 0, 0, 1, 1)] {
+            let (hp, wp) = (h + pt + pb, w + pl + pr)
+            let x = (0 ..< planes * h * w * inner).map { _ in rng.next() }
+            var whole = [Float](repeating: .nan, count: planes * hp * wp * inner)
+            kiln_f32_pad_planes(planes, h, w, inner, x, pt, pl, hp, wp, &whole)
+            for parts in [1, 2, 3, 7] {
+                var split = [Float](repeating: .nan, count: whole.count)
+                let rows = planes * hp
+                for i in 0 ..< parts { kiln_f32_pad_rows(planes, h, w, inner, x, pt, pl, hp, wp, &split, rows * i / parts, rows * (i + 1) / parts) }
+                XCTAssertEqual(split, whole, "planes \(planes) \(h)x\(w)x\(inner) pads \(pt),\(pl),\(pb),\(pr) in \(parts) parts")
+            }
+            // A cell inside the image lands at its padded place; the borders are zeros.
+            XCTAssertEqual(whole[((planes - 1) * hp + pt) * wp * inner + pl * inner], x[(planes - 1) * h * w * inner])
+            XCTAssertEqual(whole[0], pt + pl > 0 ? 0 : x[0])
         }
     }
 

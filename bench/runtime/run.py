@@ -184,6 +184,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3, help="alternating Kiln/onnxruntime rounds per model")
     ap.add_argument("--no-built", action="store_true", help="skip the built ResNet/NHWC/YOLO models (built_models.py)")
+    ap.add_argument("--only", action="append", default=[], metavar="MODEL",
+                    help="bench only this model (repeatable; e.g. magika_v3_3, resnet18); skips the examples and overhead rows")
     args = ap.parse_args()
     rows = []
     achieved = []
@@ -199,6 +201,8 @@ def main():
             for name in built_models.BUILT:
                 path, files = built_models.write(name, tmp)
                 cases.append((f"{name} (built)", path, files))
+        if args.only:
+            cases = [c for c in cases if c[0].split(" ")[0] in args.only]
         for name, onnx_path, files in cases:
             stem = name.split(" ")[0]
             subprocess.run([args.kiln, "convert", onnx_path, "-o", f"{tmp}/{stem}.kiln"], check=True, capture_output=True)
@@ -214,42 +218,44 @@ def main():
             rows.append((name, assets["artifacts"][0]["arch"], km, om, kl, ol, ratio))
             achieved.append((name, assets["artifacts"][0]["arch"], model_flops(onnx_path, inputs, tmp),
                              gemm_seconds(args.kiln, artifact, extra, args.threads)))
-        for name, function, extra in EXAMPLES:
+        for name, function, extra in ([] if args.only else EXAMPLES):
             assets = json.loads(subprocess.run([args.kiln, "compile", os.path.join(ROOT, "examples", f"{name}.kiln"), "--arch", "host",
                                                 "-o", f"{tmp}/{name}", "--json"], check=True, capture_output=True, text=True).stdout)
             artifact = os.path.join(tmp, name, assets["artifacts"][0]["file"])
             k = kiln_bench(args.kiln, artifact, ["--function", function] + extra, args.repeat, args.threads)
             rows.append((f"{name}.{function}", assets["artifacts"][0]["arch"], k["latencySeconds"]["median"], None, k["loadSeconds"], None, None))
-        # Loading a directory that holds only the MiniLM package: cold = specialize into an empty
-        # cache, warm = cache hit (each a fresh `kiln bench` process; medians of 3).
-        name = "minilm_l3_paraphrase"
-        golden = os.path.join(GOLDEN, name)
-        manifest = json.load(open(os.path.join(golden, "manifest.json")))
-        extra = []
-        for i in manifest["inputs"]:
-            extra += ["--input", f"{i['name']}={os.path.join(golden, i['file'])}"]
-        os.makedirs(f"{tmp}/package-only")
-        subprocess.run(["cp", "-r", f"{tmp}/{name}.kiln", f"{tmp}/package-only/MiniLM.kiln"], check=True)
-        env = dict(os.environ, XDG_CACHE_HOME=f"{tmp}/xdg")
-        cold, warm = [], []
-        for _ in range(3):
-            subprocess.run(["rm", "-rf", f"{tmp}/xdg"], check=True)
-            for bucket in (cold, warm, warm):
-                out = subprocess.run([args.kiln, "bench", f"{tmp}/package-only", "--json", "--repeat", "1", "--warmup", "0"] + extra,
-                                     capture_output=True, text=True, check=True, env=env)
-                bucket.append(json.loads(out.stdout)["loadSeconds"])
-        # Per-step overhead: a chain of one-element adds, Kiln's shape plan vs onnxruntime's session.
-        steps = 1000
-        chain = f"{tmp}/chain.onnx"
-        chain_model(chain, steps)
-        subprocess.run([args.kiln, "convert", chain, "-o", f"{tmp}/chain.kiln"], check=True, capture_output=True)
-        assets = json.loads(subprocess.run([args.kiln, "compile", f"{tmp}/chain.kiln", "--arch", "host", "-o", f"{tmp}/chain",
-                                            "--json"], check=True, capture_output=True, text=True).stdout)
-        np.save(f"{tmp}/v0.npy", np.array([1.0], dtype=np.float32))
-        k = kiln_bench(args.kiln, os.path.join(tmp, "chain", assets["artifacts"][0]["file"]), ["--input", f"v0={tmp}/v0.npy"],
-                       args.repeat, args.threads)
-        _, ort_chain = ort_bench(chain, {"v0": np.array([1.0], dtype=np.float32)}, args.repeat, args.threads)
-        overhead = (k["latencySeconds"]["median"] / steps * 1e9, ort_chain / steps * 1e9)
+        cold = warm = overhead = None
+        if not args.only:
+            # Loading a directory that holds only the MiniLM package: cold = specialize into an empty
+            # cache, warm = cache hit (each a fresh `kiln bench` process; medians of 3).
+            name = "minilm_l3_paraphrase"
+            golden = os.path.join(GOLDEN, name)
+            manifest = json.load(open(os.path.join(golden, "manifest.json")))
+            extra = []
+            for i in manifest["inputs"]:
+                extra += ["--input", f"{i['name']}={os.path.join(golden, i['file'])}"]
+            os.makedirs(f"{tmp}/package-only")
+            subprocess.run(["cp", "-r", f"{tmp}/{name}.kiln", f"{tmp}/package-only/MiniLM.kiln"], check=True)
+            env = dict(os.environ, XDG_CACHE_HOME=f"{tmp}/xdg")
+            cold, warm = [], []
+            for _ in range(3):
+                subprocess.run(["rm", "-rf", f"{tmp}/xdg"], check=True)
+                for bucket in (cold, warm, warm):
+                    out = subprocess.run([args.kiln, "bench", f"{tmp}/package-only", "--json", "--repeat", "1", "--warmup", "0"] + extra,
+                                         capture_output=True, text=True, check=True, env=env)
+                    bucket.append(json.loads(out.stdout)["loadSeconds"])
+            # Per-step overhead: a chain of one-element adds, Kiln's shape plan vs onnxruntime's session.
+            steps = 1000
+            chain = f"{tmp}/chain.onnx"
+            chain_model(chain, steps)
+            subprocess.run([args.kiln, "convert", chain, "-o", f"{tmp}/chain.kiln"], check=True, capture_output=True)
+            assets = json.loads(subprocess.run([args.kiln, "compile", f"{tmp}/chain.kiln", "--arch", "host", "-o", f"{tmp}/chain",
+                                                "--json"], check=True, capture_output=True, text=True).stdout)
+            np.save(f"{tmp}/v0.npy", np.array([1.0], dtype=np.float32))
+            k = kiln_bench(args.kiln, os.path.join(tmp, "chain", assets["artifacts"][0]["file"]), ["--input", f"v0={tmp}/v0.npy"],
+                           args.repeat, args.threads)
+            _, ort_chain = ort_bench(chain, {"v0": np.array([1.0], dtype=np.float32)}, args.repeat, args.threads)
+            overhead = (k["latencySeconds"]["median"] / steps * 1e9, ort_chain / steps * 1e9)
     if peak:
         parts = [f"AVX-512 {peak['fma_avx512_gflops']:.0f}" if "fma_avx512_gflops" in peak else None,
                  f"AVX2 {peak['fma_avx2_gflops']:.0f}" if "fma_avx2_gflops" in peak else None]
@@ -260,9 +266,10 @@ def main():
         rate = flops / seconds / 1e9 if seconds else 0
         share = f", {rate / ceiling * 100:.0f}% of peak" if ceiling else ""
         print(f"{name}: convolutions and GEMMs {flops / 1e9:.3f} GFLOP per run in {seconds * 1e3:.3f} ms = {rate:.0f} GFLOP/s{share}")
-    print(f"per-step overhead ({steps} one-element adds): Kiln {overhead[0]:.0f} ns, onnxruntime {overhead[1]:.0f} ns")
-    print(f"MiniLM package load: cold (specialize) {np.median(cold) * 1e3:.0f} ms, warm (cache hit) {np.median(warm) * 1e3:.1f} ms, "
-          f"{np.median(cold) / np.median(warm):.0f}x")
+    if overhead:
+        print(f"per-step overhead ({steps} one-element adds): Kiln {overhead[0]:.0f} ns, onnxruntime {overhead[1]:.0f} ns")
+        print(f"MiniLM package load: cold (specialize) {np.median(cold) * 1e3:.0f} ms, warm (cache hit) {np.median(warm) * 1e3:.1f} ms, "
+              f"{np.median(cold) / np.median(warm):.0f}x")
     print(f"kiln/ort: median over {args.rounds} alternating rounds of the per-round ratio of medians ({args.repeat} runs each)")
     print(f"{'model':<26} {'arch':<10} {'kiln ms':>9} {'ort ms':>9} {'kiln/ort':>9} {'kiln load ms':>13} {'ort load ms':>12}")
     for name, arch, km, om, kl, ol, r in rows:

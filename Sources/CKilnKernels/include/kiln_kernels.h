@@ -343,6 +343,10 @@ void kiln_f32_im2col_nhwc__scalar(size_t h, size_t w, size_t c, const float *x, 
 /// indirect convolution (NHWC: one plane of C-float cells; NCHW: C planes of single floats).
 void kiln_f32_pad_planes(size_t planes, size_t h, size_t w, size_t inner, const float *x, size_t pt, size_t pl, size_t hp,
                          size_t wp, float *out);
+/// Padded rows [row_begin, row_end) of kiln_f32_pad_planes (rows numbered over all planes, planes ·
+/// hp of them), so threads can each pad a part.
+void kiln_f32_pad_rows(size_t planes, size_t h, size_t w, size_t inner, const float *x, size_t pt, size_t pl, size_t hp,
+                       size_t wp, float *out, size_t row_begin, size_t row_end);
 
 /// im2col of one NCHW image as GEMM rows (channels-last output): row r (output pixel r) of `a`
 /// holds the window in (c, ky, kx) order, zeros outside the image; rows [row_begin, row_end).

@@ -76,6 +76,9 @@ final class ShapePlan: @unchecked Sendable {
     private let fixed: [(slot: Int, pointer: UnsafeMutableRawPointer)]
     private let arenaSlots: [(slot: Int, offset: Int)]
     private let outputs: [(name: String, slot: Int, shape: [Int], dtype: DataType)]
+    /// Per output, the slots (with their byte offsets) of the arena buffer it alone occupies, or
+    /// nil: such an output is allocated per run and its producers write into it (no copy out).
+    private let direct: [[(slot: Int, offset: Int)]?]
     /// The arena's size in bytes, scratch included.
     let arenaBytes: Int
     private let scratchOffset: Int
@@ -261,6 +264,17 @@ final class ShapePlan: @unchecked Sendable {
             guard let o = operand(s) else { throw OpError("no shape recorded for output '\(arg.name)'") }
             return (arg.name, s, o.shape, o.dtype)
         }
+        // An output that is the whole of an arena buffer no other output shares is written in
+        // place of its copy: every slot in that buffer points into the run's result array.
+        var outputsPerRoot: [Int: Int] = [:]
+        for s in executor.outputSlots { if case .arena(let r)? = location[s] { outputsPerRoot[r, default: 0] += 1 } }
+        var slotsOfRoot: [Int: [(slot: Int, offset: Int)]] = [:]
+        for s in 0 ..< slotCount { if case .arena(let r)? = location[s] { slotsOfRoot[r, default: []].append((s, byteOffset[s])) } }
+        direct = outputs.map { o in
+            guard case .arena(let r)? = location[o.slot], byteOffset[o.slot] == 0, outputsPerRoot[r] == 1, !o.dtype.isSubByte,
+                  let count = elementCount(o.shape), rootBytes[r] == count * o.dtype.bitWidth / 8 else { return nil }
+            return slotsOfRoot[r]
+        }
     }
 
     /// Runs the plan on inputs of the planned shapes.
@@ -269,6 +283,14 @@ final class ShapePlan: @unchecked Sendable {
         defer { pool.give(arena) }
         let slots = arena.slots
         for (s, i, o) in inputSlots { slots[s] = args[i].unsafeBase + o }
+        var results: [NDArray?] = []
+        results.reserveCapacity(outputs.count)
+        for (o, d) in zip(outputs, direct) {
+            guard let d else { results.append(nil); continue }
+            let y = NDArray(uninitializedShape: o.shape, scalarType: o.dtype)
+            for (s, offset) in d { slots[s] = y.unsafeBase + offset }
+            results.append(y)
+        }
         let profile = executor.profile
         profile?.countRun()
         for step in steps {
@@ -281,7 +303,11 @@ final class ShapePlan: @unchecked Sendable {
             profile?.add(step.index, DispatchTime.now().uptimeNanoseconds - started)
         }
         var out: [String: NDArray] = [:]
-        for o in outputs {
+        for (o, result) in zip(outputs, results) {
+            if let result {
+                out[o.name] = result
+                continue
+            }
             let y = NDArray(uninitializedShape: o.shape, scalarType: o.dtype)
             y.unsafeBase.copyMemory(from: slots[o.slot], byteCount: y.elementCount * y.elementSize)
             out[o.name] = y

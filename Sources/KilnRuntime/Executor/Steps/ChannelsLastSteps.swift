@@ -147,14 +147,15 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
 }
 
 extension ConvNHWCStep {
-    /// The run's epilogue: the bias pointer, and with a residual the output filled with it (unless
-    /// the plan put the output over the residual's buffer) and `accumulate` set.
-    static func epilogue(_ base: kiln_epilogue, bias: Operand?, residual: Operand?, output y: Operand, _ slots: SlotTable) -> kiln_epilogue {
+    /// The run's epilogue: the bias pointer, and with a residual `accumulate` set and (with
+    /// `copyResidual`, unless the plan put the output over the residual's buffer) the output filled with it.
+    static func epilogue(_ base: kiln_epilogue, bias: Operand?, residual: Operand?, output y: Operand, _ slots: SlotTable,
+                         copyResidual: Bool = true) -> kiln_epilogue {
         var e = base
         e.bias = bias.map { UnsafePointer($0.floats(slots)) }
         if let residual {
             let (pr, py) = (residual.floats(slots), y.floats(slots))
-            if pr != py { py.update(from: pr, count: y.count) }
+            if copyResidual, pr != py { py.update(from: pr, count: y.count) }
             e.accumulate = 1
         }
         return e
@@ -196,7 +197,10 @@ extension ConvNHWCStep {
         // share: then each thread streams only its half of it.
         let weightBytes = weights.k * panelCount * weights.b.nr * 4
         let byRows = panelCount < 2 * parts || (pixels >= 2 * mr * parts && weightBytes <= 1 << 19)
-        let chunkCount = small ? 1 : workChunks(threads)
+        // Row splits walk pixel tiles outer (panels stay in each thread's L2), so finer chunks
+        // cost nothing and even out threads that run at different speeds.
+        let tiles = (pixels + mr - 1) / mr
+        let chunkCount = small ? 1 : byRows ? max(workChunks(threads), min(4 * threads, tiles / 4)) : workChunks(threads)
         let split: [(rows: Range<Int>, panels: Range<Int>)] = byRows
             ? splitRanges(pixels, parts: chunkCount, align: mr).map { ($0, 0 ..< panelCount) }
             : splitRanges(panelCount, parts: chunkCount).map { (0 ..< pixels, $0) }
@@ -209,20 +213,34 @@ extension ConvNHWCStep {
         let (groupChannels, groupCount) = (c / gemms.count, gemms.count)
         let ldc = y.rowStride ?? n
         guard residual == nil || ldc == n else { throw OpError("a residual needs a dense output") }
+        // Before the product, threads share the copies: the padded image (rows over all its planes)
+        // and the residual into the output.
+        let padRows = padded ? (planar ? c * hp : hp) : 0
+        let prepParts = small ? 1 : threads
         return BoundStep { slots in
             guard pixels > 0, n > 0 else { return }
             let py = y.floats(slots)
-            let e = ConvNHWCStep.epilogue(base, bias: bias, residual: residual, output: y, slots)
+            let e = ConvNHWCStep.epilogue(base, bias: bias, residual: residual, output: y, slots, copyResidual: false)
+            let residualSource = residual.map { UnsafePointer($0.floats(slots)) }.flatMap { $0 != UnsafePointer(py) ? $0 : nil }
             let scratch = slots[scratchSlot]
             let pad = scratch.assumingMemoryBound(to: Float.self)
             offsets.withUnsafeBufferPointer { offsets in
                 for image in 0 ..< batch {
                     let xi = x.floats(slots) + image * h * w * c, yi = py + image * pixels * ldc
-                    var src = UnsafePointer(xi)
-                    if padded {
-                        if planar { kiln_f32_pad_planes(c, h, w, 1, xi, pt, pl, hp, wp, pad) } else { kiln_f32_pad_planes(1, h, w, c, xi, pt, pl, hp, wp, pad) }
-                        src = UnsafePointer(pad)
+                    let copyResidual = image == 0 ? residualSource : nil
+                    if padded || copyResidual != nil {
+                        parallelFor(prepParts, threads: threads) { i in
+                            if padded {
+                                let (lo, hi) = (padRows * i / prepParts, padRows * (i + 1) / prepParts)
+                                if planar { kiln_f32_pad_rows(c, h, w, 1, xi, pt, pl, hp, wp, pad, lo, hi) } else { kiln_f32_pad_rows(1, h, w, c, xi, pt, pl, hp, wp, pad, lo, hi) }
+                            }
+                            if let copyResidual {
+                                let (lo, hi) = (y.count * i / prepParts, y.count * (i + 1) / prepParts)
+                                (py + lo).update(from: copyResidual + lo, count: hi - lo)
+                            }
+                        }
                     }
+                    let src = padded ? UnsafePointer(pad) : UnsafePointer(xi)
                     parallelFor(chunks.count, threads: threads) { i in
                         let (g, rows, panels) = chunks[i]
                         var part = e
