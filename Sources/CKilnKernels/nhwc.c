@@ -54,6 +54,25 @@ void kiln_f32_pad_rows(size_t planes, size_t h, size_t w, size_t inner, const fl
     }
 }
 
+void kiln_f32_pad_planes_to_cells(size_t c, size_t h, size_t w, const float *x, size_t pt, size_t pl, size_t hp, size_t wp,
+                                  float *out, size_t row_begin, size_t row_end) {
+    const size_t padded_row = wp * c;
+    if (row_end > hp) row_end = hp;
+    for (size_t r = row_begin; r < row_end; r++) {
+        float *o = out + r * padded_row;
+        if (r < pt || r >= pt + h) {
+            memset(o, 0, padded_row * sizeof(float));
+            continue;
+        }
+        memset(o, 0, pl * c * sizeof(float));
+        const float *src = x + (r - pt) * w;
+        float *cells = o + pl * c;
+        for (size_t ix = 0; ix < w; ix++)
+            for (size_t ch = 0; ch < c; ch++) cells[ix * c + ch] = src[ch * h * w + ix];
+        memset(o + (pl + w) * c, 0, (wp - pl - w) * c * sizeof(float));
+    }
+}
+
 void kiln_f32_pad_planes(size_t planes, size_t h, size_t w, size_t inner, const float *x, size_t pt, size_t pl, size_t hp,
                          size_t wp, float *out) {
     kiln_f32_pad_rows(planes, h, w, inner, x, pt, pl, hp, wp, out, 0, planes * hp);

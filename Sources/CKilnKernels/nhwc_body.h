@@ -179,7 +179,37 @@ KILN_NHWC_TARGET void KILN_NHWC_NAME(kiln_f32_pool2d_nhwc)(int max, int count_pa
             const float divisor = (float)(count_pad ? (size_t)(span_y * span_x) : inside);
             const float scale = 1.0f / (divisor > 0 ? divisor : 1.0f);
             float *out = y + (oy * ow + ox) * c;
-            for (size_t ch = 0; ch < cv; ch += L) {
+            size_t ch = 0;
+            // Four vectors of channels at a time: four independent chains of max/add over the taps.
+            for (; ch + 4 * L <= cv; ch += 4 * L) {
+                KILN_NHWC_VEC a0 = KILN_NHWC_SET1(max ? -INFINITY : 0.0f), a1 = a0, a2 = a0, a3 = a0;
+                for (size_t ky = ky0; ky < ky1; ky++) {
+                    const float *xr = x + (size_t)(iy0 + (long)(ky * dh)) * w * c + ch;
+                    for (size_t kx = kx0; kx < kx1; kx++) {
+                        const float *p = xr + (size_t)(ix0 + (long)(kx * dw)) * c;
+                        if (max) {
+                            a0 = KILN_NHWC_MAX(a0, KILN_NHWC_LOAD(p));
+                            a1 = KILN_NHWC_MAX(a1, KILN_NHWC_LOAD(p + L));
+                            a2 = KILN_NHWC_MAX(a2, KILN_NHWC_LOAD(p + 2 * L));
+                            a3 = KILN_NHWC_MAX(a3, KILN_NHWC_LOAD(p + 3 * L));
+                        } else {
+                            a0 = KILN_NHWC_ADD(a0, KILN_NHWC_LOAD(p));
+                            a1 = KILN_NHWC_ADD(a1, KILN_NHWC_LOAD(p + L));
+                            a2 = KILN_NHWC_ADD(a2, KILN_NHWC_LOAD(p + 2 * L));
+                            a3 = KILN_NHWC_ADD(a3, KILN_NHWC_LOAD(p + 3 * L));
+                        }
+                    }
+                }
+                if (!max) {
+                    const KILN_NHWC_VEC m = KILN_NHWC_SET1(inside ? scale : 0.0f);
+                    a0 = KILN_NHWC_MUL(a0, m); a1 = KILN_NHWC_MUL(a1, m); a2 = KILN_NHWC_MUL(a2, m); a3 = KILN_NHWC_MUL(a3, m);
+                }
+                KILN_NHWC_STORE(out + ch, a0);
+                KILN_NHWC_STORE(out + ch + L, a1);
+                KILN_NHWC_STORE(out + ch + 2 * L, a2);
+                KILN_NHWC_STORE(out + ch + 3 * L, a3);
+            }
+            for (; ch < cv; ch += L) {
                 KILN_NHWC_VEC acc = KILN_NHWC_SET1(max ? -INFINITY : 0.0f);
                 for (size_t ky = ky0; ky < ky1; ky++) {
                     const float *xr = x + (size_t)(iy0 + (long)(ky * dh)) * w * c + ch;

@@ -205,6 +205,21 @@ final class KernelTests: XCTestCase {
                         }
                     }
                 }
+                // Undilated rows read as one run of kw · c floats per kernel row (one offset per row).
+                if d == 1 {
+                    let rowOffsets = (0 ..< kh).map { Int32($0 * wp * c) }
+                    var out = [Float](repeating: .nan, count: m * n)
+                    packed.withUnsafeBufferPointer { pb in padded.withUnsafeBufferPointer { xp in
+                        var b = kiln_packed_b()
+                        b.kind = Int32(KILN_B_F32); b.k = k; b.n = n; b.nr = nr; b.data = UnsafeRawPointer(pb.baseAddress!)
+                        var e = kiln_epilogue()
+                        kiln_f32_igemm(uk, mr, &b, xp.baseAddress, s * wp * c, s * c, ow, rowOffsets, kw * c, &out, n, 0, m, 0, panels, &e, nil)
+                    } }
+                    for i in 0 ..< m * n where !(abs(out[i] - plain[i]) <= 1e-4 * Float(k)) {
+                        XCTFail("\(name) \(h)x\(w)x\(c) k\(kh)x\(kw) s\(s) p\(p) n=\(n) kernel-row runs: index \(i) got \(out[i]) want \(plain[i])")
+                        break
+                    }
+                }
             }
         }
     }
@@ -224,9 +239,60 @@ final class KernelTests: XCTestCase {
                 for i in 0 ..< parts { kiln_f32_pad_rows(planes, h, w, inner, x, pt, pl, hp, wp, &split, rows * i / parts, rows * (i + 1) / parts) }
                 XCTAssertEqual(split, whole, "planes \(planes) \(h)x\(w)x\(inner) pads \(pt),\(pl),\(pb),\(pr) in \(parts) parts")
             }
+            // Planes gathered into cells: cell (r, x) channel ch is plane ch's padded (r, x).
+            if inner == 1 {
+                var cells = [Float](repeating: .nan, count: hp * wp * planes)
+                for i in 0 ..< 3 { kiln_f32_pad_planes_to_cells(planes, h, w, x, pt, pl, hp, wp, &cells, hp * i / 3, hp * (i + 1) / 3) }
+                for r in 0 ..< hp { for col in 0 ..< wp { for ch in 0 ..< planes {
+                    XCTAssertEqual(cells[(r * wp + col) * planes + ch], whole[(ch * hp + r) * wp + col], "cell (\(r), \(col)) channel \(ch)")
+                } } }
+            }
             // A cell inside the image lands at its padded place; the borders are zeros.
             XCTAssertEqual(whole[((planes - 1) * hp + pt) * wp * inner + pl * inner], x[(planes - 1) * h * w * inner])
             XCTAssertEqual(whole[0], pt + pl > 0 ? 0 : x[0])
+        }
+    }
+
+    /// Channels-last pooling in every vector variant against a direct loop: max (NaN wins) and
+    /// average (padding counted or not), channel counts around the 4-vector blocks and the tail.
+    func testPool2DNHWCVariants() {
+        typealias Pool = @convention(c) (Int32, Int32, Int, Int, Int, UnsafePointer<Float>?, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int,
+                                         Int, Int, Int, Int, UnsafeMutablePointer<Float>?) -> Void
+        var variants: [(String, Pool)] = [("scalar", kiln_f32_pool2d_nhwc__scalar)]
+        #if arch(x86_64)
+        for (isa, kernel) in [(ISA.avx2, kiln_f32_pool2d_nhwc__avx2 as Pool), (ISA.avx512, kiln_f32_pool2d_nhwc__avx512 as Pool)] {
+            if isa.isRunnableOnHost { variants.append((isa.rawValue, kernel)) } else { print("skipped: pool2d_nhwc__\(isa.rawValue) (this CPU lacks \(isa.rawValue))") }
+        }
+        #endif
+        var rng = Rng(state: 9)
+        for (h, w, c, k, s, p) in [(7, 6, 3, 3, 2, 1), (5, 5, 37, 3, 1, 1), (6, 7, 70, 5, 1, 2), (4, 4, 129, 2, 2, 0)] {
+            let oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1
+            var x = (0 ..< h * w * c).map { _ in rng.next() }
+            x[5 * c / 2] = .nan
+            for (isMax, countPad) in [(Int32(1), Int32(0)), (0, 0), (0, 1)] {
+                var want = [Float](repeating: 0, count: oh * ow * c)
+                for oy in 0 ..< oh { for ox in 0 ..< ow { for ch in 0 ..< c {
+                    var acc: Float = isMax == 1 ? -.infinity : 0
+                    var inside = 0, counted = 0
+                    for ky in 0 ..< k { for kx in 0 ..< k {
+                        let (iy, ix) = (oy * s - p + ky, ox * s - p + kx)
+                        if iy < h + p, ix < w + p { counted += 1 }
+                        guard iy >= 0, iy < h, ix >= 0, ix < w else { continue }
+                        inside += 1
+                        let v = x[(iy * w + ix) * c + ch]
+                        if isMax == 1 { if v > acc || v.isNaN { acc = v } } else { acc += v }
+                    } }
+                    want[(oy * ow + ox) * c + ch] = isMax == 1 ? acc : acc / Float(countPad == 1 ? counted : inside)
+                } } }
+                for (name, pool) in variants {
+                    var y = [Float](repeating: .nan, count: want.count)
+                    pool(isMax, countPad, h, w, c, x, k, k, s, s, 1, 1, p, p, p, p, oh, ow, 0, oh, &y)
+                    for i in want.indices where !(abs(y[i] - want[i]) <= 1e-5 || y[i].isNaN && want[i].isNaN) {
+                        XCTFail("\(name) \(h)x\(w)x\(c) k\(k) s\(s) p\(p) max \(isMax) countPad \(countPad): index \(i) got \(y[i]) want \(want[i])")
+                        break
+                    }
+                }
+            }
         }
     }
 

@@ -343,6 +343,10 @@ void kiln_f32_im2col_nhwc__scalar(size_t h, size_t w, size_t c, const float *x, 
 /// indirect convolution (NHWC: one plane of C-float cells; NCHW: C planes of single floats).
 void kiln_f32_pad_planes(size_t planes, size_t h, size_t w, size_t inner, const float *x, size_t pt, size_t pl, size_t hp,
                          size_t wp, float *out);
+/// Padded rows [row_begin, row_end) of c planes of h × w floats gathered into hp × wp cells of c
+/// channels (channels-last), pt rows and pl cells of zeros before the image and zeros after.
+void kiln_f32_pad_planes_to_cells(size_t c, size_t h, size_t w, const float *x, size_t pt, size_t pl, size_t hp, size_t wp,
+                                  float *out, size_t row_begin, size_t row_end);
 /// Padded rows [row_begin, row_end) of kiln_f32_pad_planes (rows numbered over all planes, planes ·
 /// hp of them), so threads can each pad a part.
 void kiln_f32_pad_rows(size_t planes, size_t h, size_t w, size_t inner, const float *x, size_t pt, size_t pl, size_t hp,

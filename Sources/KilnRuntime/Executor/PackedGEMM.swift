@@ -74,11 +74,11 @@ struct PackedGEMM: @unchecked Sendable {
         self.b = b
     }
 
-    init(b: kiln_packed_b, ukernel: kiln_f32_gemm_ukernel, mr: Int) {
+    init(b: kiln_packed_b, ukernel: kiln_f32_gemm_ukernel, mr: Int, storage: [ByteStorage] = []) {
         self.b = b
         self.ukernel = ukernel
         self.mr = mr
-        storage = []
+        self.storage = storage
     }
 
     /// How `m` rows split across threads: by panels when there are enough, else by rows.

@@ -26,6 +26,10 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
     let groups: [PackedGEMM]
     /// The stacked per-group panels `[groups, panels, K, nr]` the group weights point into.
     let groupWeight: NDArray?
+    /// For a channels-first input read by an indirect microkernel: the weight with K reordered
+    /// from (c, ky, kx) to (ky, kx, c), so the planes can be gathered into padded channels-last
+    /// cells and each kernel row read as one run of kw · c floats.
+    let cellWeight: PackedGEMM?
 
     init(id: KernelID, op: KilnFormat.Operation, gemm: PackedGEMM, epilogue: kiln_epilogue, window: OpSet.Window) throws {
         try self.init(id: id, op: op, groups: [gemm], weight: nil, epilogue: epilogue, window: window)
@@ -44,6 +48,31 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
         guard layout.output else { throw OpError("a channels-last conv needs channels_last = 1 or 2") }
         planarInput = !layout.input
         indirect = id.indirectMicrokernel
+        cellWeight = planarInput && indirect != nil && groups.count == 1 && window.kernel.count == 2
+            ? ConvNHWCStep.cellOrder(groups[0], kh: window.kernel[0], kw: window.kernel[1]) : nil
+    }
+
+    /// A float32 packed weight with each panel's K rows moved from (c, ky, kx) to (ky, kx, c)
+    /// order (a copy: only convolutions of a few input channels read planes, so it is small);
+    /// nil for other encodings.
+    static func cellOrder(_ g: PackedGEMM, kh: Int, kw: Int) -> PackedGEMM? {
+        let (k, nr, panels) = (g.k, g.b.nr, g.panels)
+        guard g.b.kind == Int32(KILN_B_F32), g.b.ldb == 0, kh > 0, kw > 0, k % (kh * kw) == 0, let source = g.b.data else { return nil }
+        let c = k / (kh * kw)
+        let floats = panels * k * nr
+        let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(floats * 4, 1), alignment: 64)
+        defer { bytes.deallocate() }
+        let from = source.assumingMemoryBound(to: Float.self), to = bytes.baseAddress!.assumingMemoryBound(to: Float.self)
+        for p in 0 ..< panels {
+            for ch in 0 ..< c { for ky in 0 ..< kh { for kx in 0 ..< kw {
+                let old = (ch * kh + ky) * kw + kx, new = (ky * kw + kx) * c + ch
+                (to + (p * k + new) * nr).update(from: from + (p * k + old) * nr, count: nr)
+            } } }
+        }
+        let storage = ByteStorage(copying: UnsafeRawBufferPointer(bytes))
+        var b = g.b
+        b.data = storage.baseAddress
+        return PackedGEMM(b: b, ukernel: g.ukernel, mr: g.mr, storage: [storage])
     }
 
     /// Output channels (all groups).
@@ -175,21 +204,28 @@ extension ConvNHWCStep {
         // Rows and columns the windows reach past the image's end.
         let pb = max(0, (oh - 1) * sh + (kh - 1) * dh + 1 - h - pt), pr = max(0, (ow - 1) * sw + (kw - 1) * dw + 1 - w - pl)
         let (hp, wp) = (h + pt + pb, w + pl + pr)
-        let padded = pt + pb + pl + pr > 0
-        // K in runs of contiguous elements, one offset each: a tap's channels (NHWC), or a row of
-        // taps (planes, undilated rows).
+        // Gathered planes always go through the cell buffer.
+        let padded = pt + pb + pl + pr > 0 || (planarInput && cellWeight != nil)
+        // Planes with a reordered weight are gathered into padded cells and read as NHWC.
+        let gather = planarInput ? cellWeight : nil
+        let planes = planarInput && gather == nil
+        // K in runs of contiguous elements, one offset each: with one group and undilated rows a
+        // whole kernel row of cells (kw · c floats), else a tap's channels (NHWC; each group's window
+        // reads its own C/groups channels); on planes a row of taps (undilated) or single taps.
         var offsets: [Int32] = []
         let run: Int
-        if planarInput {
+        if planes {
             run = dw == 1 ? kw : 1
             for ch in 0 ..< c { for ky in 0 ..< kh { for kx in stride(from: 0, to: kw, by: run) { offsets.append(Int32(ch * hp * wp + ky * dh * wp + kx * dw)) } } }
+        } else if groups.count == 1 && dw == 1 {
+            run = kw * c
+            for ky in 0 ..< kh { offsets.append(Int32(ky * dh * wp * c)) }
         } else {
-            // Each group's window reads its own channels (a run of C/groups from the group's first channel).
             run = c / groups.count
             for ky in 0 ..< kh { for kx in 0 ..< kw { offsets.append(Int32((ky * dh * wp + kx * dw) * c)) } }
         }
-        let (rowStep, pixelStep) = planarInput ? (sh * wp, sw) : (sh * wp * c, sw * c)
-        let weights = gemm, gemms = groups
+        let (rowStep, pixelStep) = planes ? (sh * wp, sw) : (sh * wp * c, sw * c)
+        let weights = gather ?? gemm, gemms = gather.map { [$0] } ?? groups
         let pixels = oh * ow, n = outChannels, mr = weights.mr, threads = context.threads, panelCount = weights.panels
         let small = pixels * n * weights.k < 1 << 15
         let parts = small ? 1 : threads
@@ -209,13 +245,13 @@ extension ConvNHWCStep {
         let padBytes = padded ? (hp * wp * c * 4 + 63) / 64 * 64 : 0
         let panelBytes = weights.scratchBytes
         context.scratch(padBytes + panelBytes * max(chunks.count, 1))
-        let (base, scratchSlot, planar, perGroup) = (epilogue, context.scratchSlot, planarInput, weights.n)
+        let (base, scratchSlot, perGroup, gathering) = (epilogue, context.scratchSlot, weights.n, planarInput && !planes)
         let (groupChannels, groupCount) = (c / gemms.count, gemms.count)
         let ldc = y.rowStride ?? n
         guard residual == nil || ldc == n else { throw OpError("a residual needs a dense output") }
         // Before the product, threads share the copies: the padded image (rows over all its planes)
         // and the residual into the output.
-        let padRows = padded ? (planar ? c * hp : hp) : 0
+        let padRows = padded ? (planes ? c * hp : hp) : 0
         let prepParts = small ? 1 : threads
         return BoundStep { slots in
             guard pixels > 0, n > 0 else { return }
@@ -232,7 +268,13 @@ extension ConvNHWCStep {
                         parallelFor(prepParts, threads: threads) { i in
                             if padded {
                                 let (lo, hi) = (padRows * i / prepParts, padRows * (i + 1) / prepParts)
-                                if planar { kiln_f32_pad_rows(c, h, w, 1, xi, pt, pl, hp, wp, pad, lo, hi) } else { kiln_f32_pad_rows(1, h, w, c, xi, pt, pl, hp, wp, pad, lo, hi) }
+                                if gathering {
+                                    kiln_f32_pad_planes_to_cells(c, h, w, xi, pt, pl, hp, wp, pad, lo, hi)
+                                } else if planes {
+                                    kiln_f32_pad_rows(c, h, w, 1, xi, pt, pl, hp, wp, pad, lo, hi)
+                                } else {
+                                    kiln_f32_pad_rows(1, h, w, c, xi, pt, pl, hp, wp, pad, lo, hi)
+                                }
                             }
                             if let copyResidual {
                                 let (lo, hi) = (y.count * i / prepParts, y.count * (i + 1) / prepParts)
