@@ -3,6 +3,7 @@
 #if defined(__x86_64__)
 #include "kiln_kernels.h"
 #include "kiln_simd_activate.h"
+#include "kiln_tile_rows.h"
 #include "kiln_unary.h"
 
 #include <immintrin.h>
@@ -111,24 +112,12 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_gemm_6x1
     if (t && !registers) kiln_tile_args_apply(mr, nc, c, ldc, t);
 }
 
-// A tile of `mr` rows runs the body built for exactly that many (a remainder tile costs its rows,
-// not a whole tile's).
-#define KILN_ROWS_DISPATCH(BODY) \
-    switch (mr) { \
-    case 1: BODY(1); break; \
-    case 2: BODY(2); break; \
-    case 3: BODY(3); break; \
-    case 4: BODY(4); break; \
-    case 5: BODY(5); break; \
-    default: BODY(6); break; \
-    }
-
 KILN_TARGET_AVX2 void kiln_f32_gemm_6x16__avx2(KILN_UKERNEL_PARAMS) {
     if (mr == 0) return;
 #define KILN_PACKED(R) kiln_gemm_6x16_body(R, mr, nc, k, a, lda, b, ldb, c, ldc, t, 1, NULL, NULL, 1)
 #define KILN_STRIDED(R) kiln_gemm_6x16_body(R, mr, nc, k, a, lda, b, ldb, c, ldc, t, 0, NULL, NULL, 1)
-    if (lda == 0) { KILN_ROWS_DISPATCH(KILN_PACKED) }
-    else { KILN_ROWS_DISPATCH(KILN_STRIDED) }
+    if (lda == 0) { KILN_ROWS_DISPATCH(6, KILN_PACKED) }
+    else { KILN_ROWS_DISPATCH(6, KILN_STRIDED) }
 #undef KILN_PACKED
 #undef KILN_STRIDED
 }
@@ -136,8 +125,7 @@ KILN_TARGET_AVX2 void kiln_f32_gemm_6x16__avx2(KILN_UKERNEL_PARAMS) {
 KILN_TARGET_AVX2 void kiln_f32_igemm_6x16__avx2(KILN_IGEMM_PARAMS) {
     if (mr == 0) return;
 #define KILN_INDIRECT(R) kiln_gemm_6x16_body(R, mr, nc, k, NULL, 0, b, 16, c, ldc, t, 2, rows, offsets, run)
-    KILN_ROWS_DISPATCH(KILN_INDIRECT)
+    KILN_ROWS_DISPATCH(6, KILN_INDIRECT)
 #undef KILN_INDIRECT
 }
-#undef KILN_ROWS_DISPATCH
 #endif
