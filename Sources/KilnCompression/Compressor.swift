@@ -57,7 +57,8 @@ public enum Compressor {
     ///   - config: The per-layer config.
     ///   - model: A validated portable model.
     /// - Returns: The compressed model and the report.
-    /// - Throws: ``CompressionError`` when consumers of one weight resolve to different settings.
+    /// - Throws: ``CompressionError`` when consumers of one weight resolve to different settings, or
+    ///   a weight to palettize by k-means holds NaN or infinity.
     public static func apply(_ config: CompressionConfig, to model: PortableModel,
                              progress: (@Sendable (_ done: Int, _ total: Int, _ weight: String) -> Void)? = nil) throws -> (PortableModel, CompressionReport) {
         var uses: [String: [Use]] = [:]
@@ -91,21 +92,24 @@ public enum Compressor {
         var weights = model.weights
         var rows = [CompressionRow?](repeating: nil, count: weights.count)
         var warnings = [String?](repeating: nil, count: weights.count)
+        var failures = [CompressionError?](repeating: nil, count: weights.count)
         weights.withUnsafeMutableBufferPointer { ws in
             rows.withUnsafeMutableBufferPointer { rs in
-                warnings.withUnsafeMutableBufferPointer { warn in
-                    nonisolated(unsafe) let (wp, rp, xp) = (ws, rs, warn)
+                warnings.withUnsafeMutableBufferPointer { warn in failures.withUnsafeMutableBufferPointer { fail in
+                    nonisolated(unsafe) let (wp, rp, xp, fp) = (ws, rs, warn, fail)
                     DispatchQueue.concurrentPerform(iterations: wp.count) { i in
                         let users = allUses[wp[i].name] ?? []
-                        let (row, weight, warning) = compress(wp[i], users: users, plan: allPlans[i])
+                        let (row, weight, warning, failure) = compress(wp[i], users: users, plan: allPlans[i])
                         rp[i] = row
                         wp[i] = weight
                         xp[i] = warning
+                        fp[i] = failure
                         if let progress { progress(counter.increment(), wp.count, row.weight) }
                     }
-                }
+                } }
             }
         }
+        if let failure = failures.lazy.compactMap({ $0 }).first { throw failure }
         var out = model
         out.weights = weights
         return (out, CompressionReport(rows: rows.map { $0! }, warnings: warnings.compactMap { $0 }))
@@ -124,15 +128,15 @@ public enum Compressor {
         }
     }
 
-    static func compress(_ w: Weight, users: [Use], plan: (CompressionSetting?, String)) -> (CompressionRow, Weight, String?) {
+    static func compress(_ w: Weight, users: [Use], plan: (CompressionSetting?, String)) -> (CompressionRow, Weight, String?, CompressionError?) {
         let consumers = users.map { "\($0.op.name) (\($0.op.opType))" }
         var row = CompressionRow(weight: w.name, consumers: consumers, method: "none", bits: w.dtype.bitWidth, detail: plan.1,
                                  bytesBefore: w.storedBytes, bytesAfter: w.storedBytes, snr: nil)
-        guard let s = plan.0 else { return (row, w, nil) }
-        guard case .dense(let blob) = w.encoding else { row.detail = "already compressed"; return (row, w, nil) }
-        guard w.dtype == .float32 || w.dtype == .float16 else { row.detail = "not float32 or float16"; return (row, w, nil) }
-        guard w.shape.count > 1 else { row.detail = "rank ≤ 1"; return (row, w, nil) }
-        guard w.elementCount > s.weightThreshold else { row.detail = "\(w.elementCount) ≤ weight_threshold \(s.weightThreshold)"; return (row, w, nil) }
+        guard let s = plan.0 else { return (row, w, nil, nil) }
+        guard case .dense(let blob) = w.encoding else { row.detail = "already compressed"; return (row, w, nil, nil) }
+        guard w.dtype == .float32 || w.dtype == .float16 else { row.detail = "not float32 or float16"; return (row, w, nil, nil) }
+        guard w.shape.count > 1 else { row.detail = "rank ≤ 1"; return (row, w, nil, nil) }
+        guard w.elementCount > s.weightThreshold else { row.detail = "\(w.elementCount) ≤ weight_threshold \(s.weightThreshold)"; return (row, w, nil, nil) }
         // Channel axes: the config's, else the consumers' (which must agree).
         let rank = w.shape.count
         var outAxis: Int, inAxis: Int
@@ -143,16 +147,14 @@ public enum Compressor {
             let all = Set(users.map { axes($0, rank: rank).0 })
             guard all.count <= 1 else {
                 row.detail = "consumers disagree on the output-channel axis"
-                return (row, w, "weight '\(w.name)': consumers disagree on the output-channel axis; set channel_axis")
+                return (row, w, "weight '\(w.name)': consumers disagree on the output-channel axis; set channel_axis", nil)
             }
             (outAxis, inAxis) = users.first.map { axes($0, rank: rank) } ?? (0, 1)
         }
-        guard outAxis >= 0, outAxis < rank else { row.detail = "channel_axis out of range"; return (row, w, "weight '\(w.name)': channel_axis out of range") }
+        guard outAxis >= 0, outAxis < rank else { row.detail = "channel_axis out of range"; return (row, w, "weight '\(w.name)': channel_axis out of range", nil) }
         if !s.isLinear {
-            let original: [Float] = w.dtype == .float32 ? Array(blob.data.bytes.bindMemory(to: Float.self))
-                : blob.data.bytes.bindMemory(to: Float16.self).map { Float($0) }
             do {
-                let result = try Palettizer.palettize(original, shape: w.shape, weightType: w.dtype, setting: s, axis: outAxis,
+                let result = try Palettizer.palettize(blob.data.bytes, shape: w.shape, weightType: w.dtype, setting: s, axis: outAxis,
                                                       grouped: s.granularity == "per_grouped_channel")
                 var out = w
                 out.encoding = .palettized(result.weight)
@@ -161,14 +163,16 @@ public enum Compressor {
                 row.detail = s.granularity == "per_grouped_channel" ? "per_grouped_channel(\(s.groupSize))" : "per_tensor"
                 if s.enablePerChannelScale { row.detail += " + channel scale" }
                 row.bytesAfter = out.storedBytes
-                row.snr = snr(original, result.decoded)
-                return (row, out, nil)
+                row.snr = result.snr
+                return (row, out, nil, nil)
             } catch Palettizer.Refusal.skip(let reason) {
                 row.detail = reason
-                return (row, w, "weight '\(w.name)': \(reason); left uncompressed")
+                return (row, w, "weight '\(w.name)': \(reason); left uncompressed", nil)
+            } catch is Palettizer.NonFiniteWeight {
+                return (row, w, nil, CompressionError(reason: "weight '\(w.name)': holds NaN or infinite values; k-means palettization needs finite values"))
             } catch {
                 row.detail = "\(error)"
-                return (row, w, "weight '\(w.name)': \(error)")
+                return (row, w, "weight '\(w.name)': \(error)", nil)
             }
         }
         var blocks = [Int](repeating: 1, count: rank)
@@ -179,7 +183,7 @@ public enum Compressor {
         case "per_block":
             guard w.shape[inAxis] % s.blockSize == 0 else {
                 row.detail = "block_size \(s.blockSize) does not divide dim \(inAxis) (\(w.shape[inAxis]))"
-                return (row, w, "weight '\(w.name)': block_size \(s.blockSize) does not divide its input dim \(w.shape[inAxis]); left uncompressed")
+                return (row, w, "weight '\(w.name)': block_size \(s.blockSize) does not divide its input dim \(w.shape[inAxis]); left uncompressed", nil)
             }
             blocks[outAxis] = w.shape[outAxis]
             blocks[inAxis] = w.shape[inAxis] / s.blockSize
@@ -205,7 +209,7 @@ public enum Compressor {
         row.detail = "\(s.dtype) \(detail)"
         row.bytesAfter = out.storedBytes
         row.snr = snr(original, result.decoded)
-        return (row, out, nil)
+        return (row, out, nil, nil)
     }
 
     /// 10·log10(Σw² / Σ(w − w′)²).

@@ -93,10 +93,7 @@ enum KMeans1D {
                 split(Sums(w: w, s: s, q: q), 0, m, k, into: &bounds)
             } } }
             bounds.sort()
-            return (0 ..< k).map { c in
-                let (a, b) = (bounds[c], bounds[c + 1])
-                return Float((ps[b] - ps[a]) / (pw[b] - pw[a]) + mean)
-            }
+            return clusterMeans(xs, counts, bounds)
         }
         var previous = [Double](repeating: 0, count: m + 1)
         var current = [Double](repeating: .infinity, count: m + 1)
@@ -133,9 +130,19 @@ enum KMeans1D {
         }
         bounds.append(0)
         bounds.reverse()
-        return (0 ..< k).map { c in
-            let (a, b) = (bounds[c], bounds[c + 1])
-            return Float((ps[b] - ps[a]) / (pw[b] - pw[a]) + mean)
+        return clusterMeans(xs, counts, bounds)
+    }
+
+    /// The mean of each cluster of distinct values `bounds[c] ..< bounds[c + 1]`, correctly
+    /// rounded (as ``BoundedKMeans`` computes it, so both give the same centers).
+    static func clusterMeans(_ xs: [Double], _ counts: [Double], _ bounds: [Int]) -> [Float] {
+        (0 ..< bounds.count - 1).map { c in
+            var sum = PreciseSum(), n = 0.0
+            for i in bounds[c] ..< bounds[c + 1] {
+                sum.add(xs[i], times: counts[i])
+                n += counts[i]
+            }
+            return sum.mean(n)
         }
     }
 

@@ -1,3 +1,4 @@
+import Dispatch
 import KilnFormat
 
 /// Palettization: each group of output channels gets a table of `2^nbits` values and
@@ -5,17 +6,33 @@ import KilnFormat
 enum Palettizer {
     struct Result {
         var weight: PalettizedWeight
-        var decoded: [Float]
+        /// Reconstruction SNR in dB (`+∞` when exact).
+        var snr: Double
     }
 
     enum Refusal: Error {
         case skip(String)
     }
 
-    /// Palettizes `values` (C order, `shape`), one table per group of `groupSize` output channels
-    /// along `axis` (or one for the tensor when `groupSize` is nil).
-    static func palettize(_ values: [Float], shape: [Int], weightType: DataType, setting s: CompressionSetting,
+    /// A weight holding NaN or infinity, which k-means cannot cluster.
+    struct NonFiniteWeight: Error {}
+
+    /// Palettizes a weight's bytes (C order, `shape`, float32 or float16), one table per group of
+    /// output channels along `axis` (or one for the tensor).
+    static func palettize(_ bytes: UnsafeRawBufferPointer, shape: [Int], weightType: DataType, setting s: CompressionSetting,
                           axis: Int, grouped: Bool) throws -> Result {
+        if s.mode == "uniform" || s.mode == "unique" {
+            let values: [Float] = weightType == .float16 ? bytes.bindMemory(to: Float16.self).map { Float($0) }
+                : Array(bytes.bindMemory(to: Float.self))
+            let (result, decoded) = try palettizeInMemory(values, shape: shape, weightType: weightType, setting: s, axis: axis, grouped: grouped)
+            return Result(weight: result, snr: Compressor.snr(values, decoded))
+        }
+        return try palettizeKMeans(bytes, shape: shape, weightType: weightType, setting: s, axis: axis, grouped: grouped)
+    }
+
+    /// Uniform and unique modes on the values in memory; returns the weight and its decoded values.
+    static func palettizeInMemory(_ values: [Float], shape: [Int], weightType: DataType, setting s: CompressionSetting,
+                                  axis: Int, grouped: Bool) throws -> (PalettizedWeight, [Float]) {
         var s = s
         if s.mode == "unique", !s.nbitsGiven {
             // As coremltools: the fewest supported bits that hold every group's distinct values.
@@ -73,12 +90,7 @@ enum Palettizer {
                 let position = Dictionary(uniqueKeysWithValues: distinct.enumerated().map { ($1, $0) })
                 idx = groupValues.map { position[$0]! }
             default:
-                let centers = KMeans1D.centers(groupValues, k: entries)
-                var rounded = centers.map { Precision.round($0, to: lutType) }
-                // Keep the table sorted and full: pad with the last center (never chosen).
-                rounded += [Float](repeating: rounded.last ?? 0, count: entries - rounded.count)
-                table = rounded
-                idx = groupValues.withUnsafeBufferPointer { KMeans1D.assign($0, centers: Array(rounded.prefix(max(centers.count, 1)))) }
+                preconditionFailure("k-means runs in palettizeKMeans")
             }
             table = table.map { Precision.round($0, to: lutType) }
             for (k, p) in positions.enumerated() { indices[p] = idx[k] }
@@ -95,12 +107,11 @@ enum Palettizer {
         scaleShape[axis] = channels
         let indexType: DataType = [1: .uint1, 2: .uint2, 3: .uint3, 4: .uint4, 6: .uint6, 8: .uint8][s.nbits]!
         let indexBytes = s.nbits == 8 ? indices.map { UInt8($0) } : PackedBits.pack(indices, bits: s.nbits)
-        return Result(
-            weight: PalettizedWeight(
-                indices: WeightBlob(dtype: indexType, shape: shape, data: ByteStorage(indexBytes)),
-                lut: WeightBlob(dtype: lutType, shape: lutShape + [entries], data: ByteStorage(floatBytes(lut, lutType))),
-                scale: scales.map { WeightBlob(dtype: weightType, shape: scaleShape, data: ByteStorage(floatBytes($0, weightType))) }),
-            decoded: decoded)
+        return (PalettizedWeight(
+            indices: WeightBlob(dtype: indexType, shape: shape, data: ByteStorage(indexBytes)),
+            lut: WeightBlob(dtype: lutType, shape: lutShape + [entries], data: ByteStorage(floatBytes(lut, lutType))),
+            scale: scales.map { WeightBlob(dtype: weightType, shape: scaleShape, data: ByteStorage(floatBytes($0, weightType))) }),
+            decoded)
     }
 
     /// Evenly spaced entries from min to max: `lo + i·(hi − lo)/(2^n − 1)`, indices

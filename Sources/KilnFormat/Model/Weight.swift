@@ -35,6 +35,26 @@ public final class ByteStorage: @unchecked Sendable {
         allocated = memory
     }
 
+    /// New zeroed storage of `byteCount` bytes (aligned to 64), filled in by `body`.
+    /// - Parameters:
+    ///   - byteCount: The size.
+    ///   - body: Writes the bytes.
+    /// - Throws: What `body` throws.
+    public init(byteCount: Int, initializingWith body: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: max(byteCount, 1), alignment: 64)
+        memory.initializeMemory(as: UInt8.self, repeating: 0, count: max(byteCount, 1))
+        do {
+            try body(UnsafeMutableRawBufferPointer(start: memory, count: byteCount))
+        } catch {
+            memory.deallocate()
+            throw error
+        }
+        baseAddress = UnsafeRawPointer(memory)
+        count = byteCount
+        owner = nil
+        allocated = memory
+    }
+
     /// Wraps memory kept alive by `owner` (for example a mapped file), without copying.
     package init(borrowing base: UnsafeRawPointer, count: Int, owner: AnyObject) {
         baseAddress = base

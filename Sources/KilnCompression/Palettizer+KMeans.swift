@@ -1,0 +1,221 @@
+import CKilnKernels
+import Dispatch
+import Foundation
+import KilnFormat
+
+extension Palettizer {
+    /// Groups of at most this many elements are clustered by the plain dynamic programming over
+    /// their sorted values; larger ones by ``BoundedKMeans`` in place.
+    static let plainKMeansLimit = 4096
+
+    /// k-means palettization read in place from the weight's bytes: per-channel scales (one pass),
+    /// exact k-means per group (groups across cores), then one pass that assigns every element
+    /// its nearest entry, packs the index and sums the reconstruction error. Nothing the size of
+    /// the weight is allocated but the packed indices.
+    static func palettizeKMeans(_ bytes: UnsafeRawBufferPointer, shape: [Int], weightType: DataType, setting s: CompressionSetting,
+                                axis: Int, grouped: Bool) throws -> Result {
+        let entries = 1 << s.nbits
+        let channels = shape[axis]
+        let groupSize = grouped ? s.groupSize : channels
+        guard channels % groupSize == 0 else {
+            throw Refusal.skip("group_size \(groupSize) does not divide the \(channels) output channels")
+        }
+        let groups = channels / groupSize
+        let inner = shape[(axis + 1)...].reduce(1, *), outer = shape[..<axis].reduce(1, *)
+        let count = outer * channels * inner
+        let isHalf = weightType == .float16
+        let base = bytes.baseAddress!
+        // The whole weight, element by element.
+        let tensor = GroupElements(base: base, isHalf: isHalf, runs: 1, channels: count, inner: 1, runStride: count, offset: 0, scales: nil)
+        // Optional per-channel scale: each output channel divided by its largest magnitude.
+        var scales: [Float]?
+        if s.enablePerChannelScale {
+            var sc = [Float](repeating: 0, count: channels)
+            for o in 0 ..< outer { for c in 0 ..< channels {
+                let start = (o * channels + c) * inner
+                var m = sc[c]
+                for i in 0 ..< inner { m = max(m, abs(tensor.raw(start + i))) }
+                sc[c] = m
+            } }
+            for c in 0 ..< channels where sc[c] == 0 { sc[c] = 1 }
+            if isHalf { sc = sc.map { Float(Float16($0)) } }
+            scales = sc
+        }
+        let lutType: DataType = s.lutDtype.flatMap { DataType(rawValue: $0) } ?? weightType
+        // Centers of every group.
+        var centers = [[Float]](repeating: [], count: groups)
+        var failed = [Bool](repeating: false, count: groups)
+        let scaleCopy = scales ?? []
+        scaleCopy.withUnsafeBufferPointer { sp in
+            centers.withUnsafeMutableBufferPointer { cp in
+                failed.withUnsafeMutableBufferPointer { fp in
+                    nonisolated(unsafe) let (out, bad) = (cp, fp)
+                    nonisolated(unsafe) let scalePointer = scales == nil ? nil : sp.baseAddress
+                    DispatchQueue.concurrentPerform(iterations: groups) { g in
+                        let source = GroupElements(base: tensor.base, isHalf: isHalf, runs: outer, channels: groupSize, inner: inner,
+                                                   runStride: channels * inner, offset: g * groupSize * inner,
+                                                   scales: scalePointer.map { $0 + g * groupSize })
+                        do {
+                            out[g] = try groupCenters(source, k: entries)
+                        } catch {
+                            bad[g] = true
+                        }
+                    }
+                }
+            }
+        }
+        if failed.contains(true) { throw NonFiniteWeight() }
+        // Tables: centers rounded to the LUT type, padded with the last (never chosen). Elements
+        // choose among the real centers by the midpoints between them (ties to the lower).
+        var lut = [Float](repeating: 0, count: groups * entries)
+        let span = entries
+        var mids = [Double](repeating: .infinity, count: groups * span)
+        for g in 0 ..< groups {
+            var rounded = centers[g].map { Precision.round($0, to: lutType) }
+            let active = max(rounded.count, 1)
+            rounded += [Float](repeating: rounded.last ?? 0, count: entries - rounded.count)
+            for e in 0 ..< entries { lut[g * entries + e] = Precision.round(rounded[e], to: lutType) }
+            for i in 0 ..< active - 1 { mids[g * span + i] = (Double(rounded[i]) + Double(rounded[i + 1])) / 2 }
+        }
+        // Where few groups share the work, each 16-bit bin of keys whose values all take one entry
+        // has it looked up instead of searched.
+        let binIndex: [Int16] = groups <= 8 && !(isHalf && scales == nil) ? (0 ..< groups).flatMap { g in
+            entryOfBins(mids: Array(mids[g * span ..< (g + 1) * span]), span: span)
+        } : []
+        // Assign, pack and measure, in chunks of whole bytes of indices.
+        let bits = s.nbits
+        let parts = max(1, min(256, count >> 16))
+        let bounds = (0 ... parts).map { i in i == parts ? count : (count * i / parts) & ~7 }
+        var signal = [Double](repeating: 0, count: parts), noise = signal
+        let indexBytes = (count * bits + 7) / 8
+        let whole = groups == 1 && scales == nil
+        // Unscaled float16 weights (of few groups): the entry of each of the 65536 bit patterns, per group.
+        let halfTable: [UInt8] = isHalf && scales == nil && groups <= 64 ? (0 ..< groups).flatMap { g in
+            (0 ..< 65536).map { h -> UInt8 in
+                let x = Double(Float(Float16(bitPattern: UInt16(h))))
+                guard x.isFinite else { return 0 }
+                var at = 0, step = span >> 1
+                while step > 0 {
+                    at += x > mids[g * span + at + step - 1] ? step : 0
+                    step >>= 1
+                }
+                return UInt8(at)
+            }
+        } : []
+        let halfValues: [Float] = halfTable.isEmpty ? [] : (0 ..< 65536).map { Float(Float16(bitPattern: UInt16($0))) }
+        let indexStorage = ByteStorage(byteCount: indexBytes) { out in
+            nonisolated(unsafe) let dst = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            lut.withUnsafeBufferPointer { lutp in mids.withUnsafeBufferPointer { midp in scaleCopy.withUnsafeBufferPointer { scp in binIndex.withUnsafeBufferPointer { bip in halfTable.withUnsafeBufferPointer { htp in halfValues.withUnsafeBufferPointer { hvp in
+                signal.withUnsafeMutableBufferPointer { sigp in noise.withUnsafeMutableBufferPointer { noip in
+                    nonisolated(unsafe) let (table, cut, sc, sig, noi, known) = (lutp, midp, scp, sigp, noip, bip)
+                    nonisolated(unsafe) let halfIndex = htp.isEmpty ? nil : Optional(htp), halfValue = hvp.baseAddress
+                    let hasScale = scales != nil
+                    DispatchQueue.concurrentPerform(iterations: parts) { part in
+                        var p = bounds[part]
+                        let end = bounds[part + 1]
+                        guard p < end else { return }
+                        let block = 1 << 16
+                        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: block) { idx in
+                            withUnsafeTemporaryAllocation(of: Float.self, capacity: 4096) { conv in
+                                var c = (p / inner) % channels, i = p % inner
+                                var packed = p, filled = 0
+                                var sumSignal = 0.0, sumNoise = 0.0
+                                while p < end {
+                                    let g = c / groupSize
+                                    let scale: Float = hasScale ? sc[c] : 1
+                                    let n = whole ? end - p : min(inner - i, end - p)
+                                    var done = 0
+                                    while done < n {
+                                        let m = min(n - done, 4096, block - filled)
+                                        if let halfIndex {
+                                            // Unscaled float16: every bit pattern's entry is known.
+                                            kiln_palettize_assign_half(tensor.base.advanced(by: 2 * p).assumingMemoryBound(to: UInt16.self), m,
+                                                                       halfValue, halfIndex.baseAddress! + g * 65536, table.baseAddress! + g * entries,
+                                                                       idx.baseAddress! + filled, &sumSignal, &sumNoise)
+                                            filled += m
+                                            done += m
+                                            p += m
+                                            if filled == block {
+                                                kiln_pack_bits(idx.baseAddress, filled, UInt32(bits), dst + packed * bits / 8)
+                                                packed += filled
+                                                filled = 0
+                                            }
+                                            continue
+                                        }
+                                        let x: UnsafePointer<Float>
+                                        if isHalf {
+                                            let h = tensor.base.advanced(by: 2 * p).assumingMemoryBound(to: Float16.self)
+                                            for e in 0 ..< m { conv[e] = Float(h[e]) }
+                                            x = UnsafePointer(conv.baseAddress!)
+                                        } else {
+                                            x = tensor.base.advanced(by: 4 * p).assumingMemoryBound(to: Float.self)
+                                        }
+                                        kiln_palettize_assign(x, m, scale, hasScale ? 1 : 0, cut.baseAddress! + g * span, span,
+                                                              table.baseAddress! + g * entries, known.isEmpty ? nil : known.baseAddress! + g * 65536,
+                                                              idx.baseAddress! + filled, &sumSignal, &sumNoise)
+                                        filled += m
+                                        done += m
+                                        p += m
+                                        if filled == block {
+                                            kiln_pack_bits(idx.baseAddress, filled, UInt32(bits), dst + packed * bits / 8)
+                                            packed += filled
+                                            filled = 0
+                                        }
+                                    }
+                                    if !whole {
+                                        i += n
+                                        if i == inner { i = 0; c = c + 1 == channels ? 0 : c + 1 }
+                                    }
+                                }
+                                if filled > 0 { kiln_pack_bits(idx.baseAddress, filled, UInt32(bits), dst + packed * bits / 8) }
+                                sig[part] = sumSignal
+                                noi[part] = sumNoise
+                            }
+                        }
+                    }
+                } }
+            } } } } } }
+        }
+        let totalSignal = signal.reduce(0, +), totalNoise = noise.reduce(0, +)
+        var lutShape = [Int](repeating: 1, count: shape.count)
+        lutShape[axis] = groups
+        var scaleShape = [Int](repeating: 1, count: shape.count)
+        scaleShape[axis] = channels
+        let indexType: DataType = [1: .uint1, 2: .uint2, 3: .uint3, 4: .uint4, 6: .uint6, 8: .uint8][bits]!
+        let weight = PalettizedWeight(
+            indices: WeightBlob(dtype: indexType, shape: shape, data: indexStorage),
+            lut: WeightBlob(dtype: lutType, shape: lutShape + [entries], data: ByteStorage(floatBytes(lut, lutType))),
+            scale: scales.map { WeightBlob(dtype: weightType, shape: scaleShape, data: ByteStorage(floatBytes($0, weightType))) })
+        return Result(weight: weight, snr: totalNoise == 0 ? .infinity : 10 * log10(totalSignal / totalNoise))
+    }
+
+    /// For each 16-bit bin of keys, the entry all its values take (the number of midpoints below
+    /// them), or -1 when a midpoint falls inside the bin.
+    static func entryOfBins(mids: [Double], span: Int) -> [Int16] {
+        func entry(_ x: Double) -> Int {
+            var at = 0, step = span >> 1
+            while step > 0 {
+                at += x > mids[at + step - 1] ? step : 0
+                step >>= 1
+            }
+            return at
+        }
+        return (0 ..< 65536).map { b -> Int16 in
+            let lo = BoundedKMeans.value(UInt32(b) << 16), hi = BoundedKMeans.value(UInt32(b) << 16 | 0xFFFF)
+            guard lo.isFinite, hi.isFinite else { return -1 }
+            let a = entry(Double(lo))
+            return a == entry(Double(hi)) ? Int16(a) : -1
+        }
+    }
+
+    /// Exact k-means centers of one group (ascending; fewer when it has fewer distinct values).
+    /// - Throws: ``BoundedKMeans/NonFiniteValue`` when a value is NaN or infinite.
+    static func groupCenters(_ source: GroupElements, k: Int) throws -> [Float] {
+        if source.count > plainKMeansLimit { return try BoundedKMeans.centers(of: source, k: k) }
+        var values: [Float] = []
+        values.reserveCapacity(source.count)
+        source.forEachValue(in: 0 ..< source.count) { values.append($0) }
+        guard values.allSatisfy(\.isFinite) else { throw BoundedKMeans.NonFiniteValue() }
+        return KMeans1D.centers(values, k: k)
+    }
+}
