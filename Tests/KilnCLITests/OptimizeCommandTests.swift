@@ -46,5 +46,33 @@ final class OptimizeCommandTests: XCTestCase {
     func testUsageErrors() throws {
         XCTAssertEqual(try kiln(["optimize", classifier, "-o", "x.kiln"]).status, 64)
         XCTAssertEqual(try kiln(["optimize", classifier, "--config", "c.json"]).status, 64)
+        let features = "features=\(repositoryRoot)/examples/TinyClassifier.features.npy"
+        for bad in [["--target-cosine", "0.99"], ["--target-snr", "30", "--target-cosine", "0.99", "--input", features],
+                    ["--target-snr", "-3"], ["--target-cosine", "2", "--input", features], ["--config", "c.json", "--input", features],
+                    ["--target-snr", "30", "--input", features], ["--target-cosine", "0.99", "--input", "nope=x.npy"]] {
+            let r = try kiln(["optimize", classifier, "-o", "x.kiln"] + bad)
+            XCTAssertEqual(r.status, 64, "\(bad): \(r.stderr)")
+            XCTAssertTrue(r.stderr.hasPrefix("error: "), r.stderr)
+        }
+    }
+
+    func testAccuracyTargets() throws {
+        let dir = try temporaryDirectory(self)
+        let features = "features=\(repositoryRoot)/examples/TinyClassifier.features.npy"
+        let r = try kiln(["optimize", classifier, "--target-cosine", "0.9999", "--input", features, "-o", "\(dir)/c.kiln", "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let report = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as! [String: Any]
+        let target = report["target"] as! [String: Any]
+        XCTAssertEqual(target["kind"] as? String, "cosine")
+        XCTAssertGreaterThanOrEqual(target["measured"] as! Double, 0.9999)
+        XCTAssertFalse((target["choices"] as! [[String: Any]]).isEmpty)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: "\(dir)/c.kiln"))
+        let snr = try kiln(["optimize", classifier, "--target-snr", "25", "--candidates", "kmeans4,int8", "-o", "\(dir)/s.kiln"])
+        XCTAssertEqual(snr.status, 0, snr.stderr)
+        XCTAssertTrue(snr.stdout.contains("target SNR 25.0 dB: "), snr.stdout)
+        let bad = try kiln(["optimize", classifier, "--target-snr", "25", "--candidates", "kmeans5", "-o", "\(dir)/b.kiln"])
+        XCTAssertEqual(bad.status, 1)
+        XCTAssertTrue(bad.stderr.contains("unknown candidate 'kmeans5'"), bad.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(dir)/b.kiln"))
     }
 }

@@ -48,4 +48,44 @@ final class MiniLMCompressionTests: XCTestCase {
         XCTAssertLessThan(m.ratio, 0.14)
         XCTAssertGreaterThanOrEqual(m.cosine, 0.97)
     }
+
+    /// `--target-cosine 0.999` on the golden input: a mix smaller than int8 per-channel that keeps
+    /// the outputs' cosine similarity at 0.999, measured here independently of the planner.
+    func testTargetCosinePicksAMixSmallerThanInt8() throws {
+        let model = try ONNXImporter.convert(contentsOf: "\(testModels)/minilm_l3_paraphrase.onnx")
+        let golden = "\(testGoldens)/minilm_l3_paraphrase"
+        let inputs = ["input_ids": try NDArray(npyFile: "\(golden)/in_0_input_ids.npy"),
+                      "attention_mask": try NDArray(npyFile: "\(golden)/in_1_attention_mask.npy")]
+        let outputs = model.functions[0].outputs.map(\.name)
+        func run(_ m: PortableModel) throws -> [Float] {
+            let out = try ReferenceInterpreter(model: m, function: "main").run(inputs)
+            return outputs.flatMap { out[$0]!.scalarType == .float32 ? out[$0]!.scalars(as: Float.self) : [] }
+        }
+        let plan = try MixedPrecision.plan(model, candidates: MixedPrecision.defaultCandidates, target: .cosine(0.999), evaluate: run)
+        let (_, int8) = try Compressor.apply(try CompressionConfig(data: Data(#"{"global": {"mode": "linear_symmetric", "dtype": "int8", "granularity": "per_channel"}}"#.utf8), path: "cfg"), to: model)
+        XCTAssertLessThan(plan.report.bytesAfter, int8.bytesAfter)
+        XCTAssertGreaterThanOrEqual(plan.measured, 0.999)
+        // Written, read back and run: the package keeps the target.
+        let dir = NSTemporaryDirectory() + "kiln-mixed-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try PackageWriter.write(plan.model, to: "\(dir)/mixed.kiln")
+        let back = try PackageReader.read(at: "\(dir)/mixed.kiln")
+        let got = try run(back), want = try run(model)
+        XCTAssertGreaterThanOrEqual(MixedPrecision.cosine(want, got), 0.999)
+        // Some layers were kept at higher precision than others.
+        XCTAssertGreaterThan(Set(plan.choices.map(\.candidate)).count, 1, "\(plan.choices)")
+        XCTAssertEqual(plan.report.rows.count, model.weights.count)
+    }
+
+    /// An SNR target over all compressed weights: met, with the smallest settings that meet it.
+    func testTargetSNR() throws {
+        let model = try ONNXImporter.convert(contentsOf: "\(testModels)/minilm_l3_paraphrase.onnx")
+        let plan = try MixedPrecision.plan(model, candidates: ["kmeans4", "kmeans6", "int8"], target: .snr(30))
+        XCTAssertGreaterThanOrEqual(plan.measured, 30)
+        // 4-bit k-means keeps about 20 dB on every layer: a 15 dB target takes it everywhere.
+        let loose = try MixedPrecision.plan(model, candidates: ["kmeans4", "kmeans6", "int8"], target: .snr(15))
+        XCTAssertLessThan(loose.report.bytesAfter, plan.report.bytesAfter)
+        XCTAssertGreaterThanOrEqual(loose.measured, 15)
+        XCTAssertTrue(loose.choices.allSatisfy { $0.candidate == "kmeans4" }, "\(loose.choices)")
+    }
 }
