@@ -118,7 +118,9 @@ enum BoundedKMeans {
                 nonempty.append(Item(lo: UInt32(b) << 16, shift: 16, sums: bins[b]))
             }
         }
-        // Few enough items for the first level's full windows.
+        // The first level's windows span everything: above this many bins, it runs over merged
+        // bins (later levels split those that may hold a cut into their bins). Merging costs
+        // pruning, so only as many as the first level's memory needs.
         let cap = max(1024, (1 << 19) / k)
         var items = nonempty.count <= cap ? nonempty : mergeByCount(nonempty[...], into: cap)
         let total = items.reduce(0) { $0 + $1.n }

@@ -63,30 +63,37 @@ struct GroupElements: @unchecked Sendable {
     }
 
     /// Calls `body(values, count)` for consecutive blocks of the values with group index in
-    /// `range`, in order: float32 values read in place, others (float16, scaled) converted into
-    /// a buffer of at most 4096.
+    /// `range`, in order: long runs of float32 values read in place, anything else (float16,
+    /// scaled, short strided runs) gathered into a buffer of 4096.
     func forEachBlock(in range: Range<Int>, _ body: (UnsafePointer<Float>, Int) -> Void) {
-        if !isHalf, scales == nil {
+        if !isHalf, scales == nil, runLength >= 1024 || runs == 1 {
             forEachStretch(in: range) { p, n, _ in body(base.advanced(by: 4 * p).assumingMemoryBound(to: Float.self), n) }
             return
         }
         withUnsafeTemporaryAllocation(of: Float.self, capacity: 4096) { buffer in
             let out = buffer.baseAddress!
+            var filled = 0
             forEachStretch(in: range) { p, n, scale in
                 var done = 0
                 while done < n {
-                    let m = min(4096, n - done)
+                    let m = min(4096 - filled, n - done)
+                    let dst = out + filled
                     if isHalf {
                         let h = base.advanced(by: 2 * (p + done)).assumingMemoryBound(to: Float16.self)
-                        if scales == nil { for i in 0 ..< m { out[i] = Float(h[i]) } } else { for i in 0 ..< m { out[i] = Float(h[i]) / scale } }
+                        if scales == nil { for i in 0 ..< m { dst[i] = Float(h[i]) } } else { for i in 0 ..< m { dst[i] = Float(h[i]) / scale } }
                     } else {
                         let f = base.advanced(by: 4 * (p + done)).assumingMemoryBound(to: Float.self)
-                        for i in 0 ..< m { out[i] = f[i] / scale }
+                        if scales == nil { dst.update(from: f, count: m) } else { for i in 0 ..< m { dst[i] = f[i] / scale } }
                     }
-                    body(out, m)
+                    filled += m
                     done += m
+                    if filled == 4096 {
+                        body(out, filled)
+                        filled = 0
+                    }
                 }
             }
+            if filled > 0 { body(out, filled) }
         }
     }
 
