@@ -191,24 +191,16 @@ public enum Compressor {
         default: break
         }
         let symmetric = s.mode == "linear_symmetric"
-        let result: LinearQuantizer.Result
-        let original: [Float]
-        if w.dtype == .float32 {
-            let p = blob.data.bytes.bindMemory(to: Float.self)
-            result = LinearQuantizer.quantize(p, shape: w.shape, blocks: blocks, dtype: s.dtype, symmetric: symmetric)
-            original = Array(p)
-        } else {
-            let p = blob.data.bytes.bindMemory(to: Float16.self)
-            result = LinearQuantizer.quantize(p, shape: w.shape, blocks: blocks, dtype: s.dtype, symmetric: symmetric)
-            original = p.map { Float($0) }
-        }
+        let result = w.dtype == .float32
+            ? LinearQuantizer.quantize(blob.data.bytes.bindMemory(to: Float.self), shape: w.shape, blocks: blocks, dtype: s.dtype, symmetric: symmetric)
+            : LinearQuantizer.quantize(blob.data.bytes.bindMemory(to: Float16.self), shape: w.shape, blocks: blocks, dtype: s.dtype, symmetric: symmetric)
         var out = w
         out.encoding = .quantized(result.weight)
         row.method = s.mode
         row.bits = result.weight.data.dtype.bitWidth
         row.detail = "\(s.dtype) \(detail)"
         row.bytesAfter = out.storedBytes
-        row.snr = snr(original, result.decoded)
+        row.snr = result.snr
         return (row, out, nil, nil)
     }
 

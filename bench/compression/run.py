@@ -20,7 +20,8 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PEERS = ["numpy", "onnx", "coremltools==9.0", "scikit-learn"]
+# scikit-learn at the newest version coremltools 9.0 supports (its k-means runs on it).
+PEERS = ["numpy", "onnx", "coremltools==9.0", "scikit-learn==1.5.1"]
 
 
 def ensure_peers():
