@@ -562,15 +562,18 @@ extension BoundedKMeans {
         func solve(windows: [ClosedRange<Int>]) -> (cuts: [Int], candidates: [Int]?, next: [ClosedRange<Int>]) {
             let m = items.count, cutsCount = k - 1
             let clamped = windows.map { max(0, $0.lowerBound) ... min(3 * m, $0.upperBound) }
-            let places: [[Int]] = clamped.map { win in win.filter { valid($0) } }
+            let places: [[Int]] = items.contains(where: \.droppable) ? clamped.map { win in win.filter { valid($0) } } : []
             let boundaries: [[Int]] = clamped.map { win in
                 stride(from: (win.lowerBound + 2) / 3 * 3, through: win.upperBound, by: 3).map { $0 }
             }
             // Backward: least cost after cut j at each of its places (all layers kept); and the
-            // upper bound's forward layers (argmins kept); on two threads.
+            // upper bound's forward layers (argmins kept); on two threads. Without droppable
+            // items no cut can lie inside one: the upper bound alone is the answer.
+            let bounding = items.contains(where: \.droppable)
             nonisolated(unsafe) var shared: ([[Double]], [[Int32]], [Double]) = ([], [], [])
             DispatchQueue.concurrentPerform(iterations: 2) { task in
                 if task == 0 {
+                    guard bounding else { return }
                     var b = [[Double]](repeating: [], count: cutsCount)
                     b[cutsCount - 1] = layer(rows: places[cutsCount - 1], cols: [3 * m], values: [0], reversed: true).best
                     for j in stride(from: cutsCount - 2, through: 0, by: -1) {
@@ -602,6 +605,7 @@ extension BoundedKMeans {
                 cuts[j] = boundaries[j][r] / 3
                 if j > 0 { r = Int(boundaryArgs[j][r]) }
             }
+            guard bounding else { return (cuts, nil, clamped) }
             // Forward, and the lower bound of a cut at every place.
             // Rounding: each bound is a sum of about k cluster costs, each a difference of prefix
             // sums no larger than q[m]; the margin is 64 times that error.
@@ -619,6 +623,16 @@ extension BoundedKMeans {
                     if l % 3 != 0 { candidate[l / 3] = true; any = true }
                 }
                 if lo <= hi { next[j] = lo ... hi }
+            }
+            // Optimal cuts are ordered: cut j lies in no item before cut j − 1's window, nor
+            // after cut j + 1's.
+            for j in 1 ..< max(cutsCount, 1) {
+                let lo = max(next[j].lowerBound, next[j - 1].lowerBound / 3 * 3)
+                next[j] = min(lo, next[j].upperBound) ... next[j].upperBound
+            }
+            for j in stride(from: cutsCount - 2, through: 0, by: -1) {
+                let hi = min(next[j].upperBound, (next[j + 1].upperBound + 2) / 3 * 3)
+                next[j] = next[j].lowerBound ... max(hi, next[j].lowerBound)
             }
             return (cuts, any ? candidate.indices.filter { candidate[$0] } : nil, next)
         }

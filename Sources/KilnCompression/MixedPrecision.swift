@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import KilnFormat
 
@@ -85,7 +86,7 @@ public enum MixedPrecision {
     /// - Throws: ``CompressionError`` for a bad candidate, a cosine target without `evaluate`, or a
     ///   weight that cannot be compressed; what `evaluate` throws.
     public static func plan(_ model: PortableModel, candidates: [String], target: PrecisionTarget, only: CompressionConfig? = nil,
-                            evaluate: ((PortableModel) throws -> [Float])? = nil) throws -> PrecisionPlan {
+                            evaluate: (@Sendable (PortableModel) throws -> [Float])? = nil) throws -> PrecisionPlan {
         let settings = try candidates.map(setting(named:))
         // Every candidate on every weight.
         var trials: [(model: PortableModel, report: CompressionReport)] = []
@@ -127,13 +128,23 @@ public enum MixedPrecision {
             guard let evaluate else { throw CompressionError(reason: "a cosine target needs inputs to run the model on") }
             baseline = try evaluate(model)
             budget = 1 - c
-            for i in options.indices where options[i].count > 1 {
-                let smallest = options[i][0]
-                guard let c = smallest.candidate, smallest.noise > 0 else { weightOfNoise[i] = 0; continue }
-                var alone = model
-                alone.weights[i] = trials[c].model.weights[i]
-                let drop = 1 - cosine(baseline, try evaluate(alone))
-                weightOfNoise[i] = max(drop.isNaN ? .infinity : drop, 0) / smallest.noise
+            // Each weight alone at its smallest option, the runs spread over the cores.
+            let probed = options.indices.filter { options[$0].count > 1 && options[$0][0].candidate != nil && options[$0][0].noise > 0 }
+            for i in options.indices where options[i].count > 1 { weightOfNoise[i] = 0 }
+            var drops = [Result<Double, Error>](repeating: .success(0), count: probed.count)
+            let (reference, trialModels, frontier) = (baseline, trials.map(\.model), options)
+            drops.withUnsafeMutableBufferPointer { out in
+                nonisolated(unsafe) let results = out
+                DispatchQueue.concurrentPerform(iterations: probed.count) { p in
+                    let i = probed[p]
+                    var alone = model
+                    alone.weights[i] = trialModels[frontier[i][0].candidate!].weights[i]
+                    results[p] = Result { 1 - cosine(reference, try evaluate(alone)) }
+                }
+            }
+            for (p, i) in probed.enumerated() {
+                let drop = try drops[p].get()
+                weightOfNoise[i] = max(drop.isNaN ? .infinity : drop, 0) / options[i][0].noise
             }
         }
         func choose(_ budget: Double) -> [Int] {

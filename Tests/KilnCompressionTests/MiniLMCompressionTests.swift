@@ -57,7 +57,7 @@ final class MiniLMCompressionTests: XCTestCase {
         let inputs = ["input_ids": try NDArray(npyFile: "\(golden)/in_0_input_ids.npy"),
                       "attention_mask": try NDArray(npyFile: "\(golden)/in_1_attention_mask.npy")]
         let outputs = model.functions[0].outputs.map(\.name)
-        func run(_ m: PortableModel) throws -> [Float] {
+        let run: @Sendable (PortableModel) throws -> [Float] = { m in
             let out = try ReferenceInterpreter(model: m, function: "main").run(inputs)
             return outputs.flatMap { out[$0]!.scalarType == .float32 ? out[$0]!.scalars(as: Float.self) : [] }
         }
