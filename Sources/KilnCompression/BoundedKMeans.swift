@@ -481,6 +481,12 @@ extension BoundedKMeans {
             }
         }
 
+        /// The largest float not above `x`.
+        static func roundedDown(_ x: Double) -> Float {
+            let f = Float(x)
+            return Double(f) > x ? f.nextDown : f
+        }
+
         func cost(_ a: Int, _ b: Int) -> Double {
             guard a < b else { return 0 }
             let n = w[b] - w[a], t = s[b] - s[a]
@@ -562,29 +568,40 @@ extension BoundedKMeans {
         func solve(windows: [ClosedRange<Int>]) -> (cuts: [Int], candidates: [Int]?, next: [ClosedRange<Int>]) {
             let m = items.count, cutsCount = k - 1
             let clamped = windows.map { max(0, $0.lowerBound) ... min(3 * m, $0.upperBound) }
-            let places: [[Int]] = items.contains(where: \.droppable) ? clamped.map { win in win.filter { valid($0) } } : []
-            let boundaries: [[Int]] = clamped.map { win in
-                stride(from: (win.lowerBound + 2) / 3 * 3, through: win.upperBound, by: 3).map { $0 }
+            // Each cut's places and boundaries in its window, made when a layer needs them (windows
+            // of many cuts can overlap a lot).
+            let places = { @Sendable (j: Int) -> [Int] in clamped[j].filter { valid($0) } }
+            let boundaries = { @Sendable (j: Int) -> [Int] in
+                stride(from: (clamped[j].lowerBound + 2) / 3 * 3, through: clamped[j].upperBound, by: 3).map { $0 }
             }
-            // Backward: least cost after cut j at each of its places (all layers kept); and the
-            // upper bound's forward layers (argmins kept); on two threads. Without droppable
-            // items no cut can lie inside one: the upper bound alone is the answer.
+            // Backward: least cost after cut j at each of its places (all layers kept, as floats
+            // rounded down, still lower bounds); and the upper bound's forward layers (argmins
+            // kept); on two threads. Without droppable items no cut can lie inside one: the upper
+            // bound alone is the answer.
             let bounding = items.contains(where: \.droppable)
-            nonisolated(unsafe) var shared: ([[Double]], [[Int32]], [Double]) = ([], [], [])
+            nonisolated(unsafe) var shared: ([[Float]], [[Int32]], [Double]) = ([], [], [])
             DispatchQueue.concurrentPerform(iterations: 2) { task in
                 if task == 0 {
                     guard bounding else { return }
-                    var b = [[Double]](repeating: [], count: cutsCount)
-                    b[cutsCount - 1] = layer(rows: places[cutsCount - 1], cols: [3 * m], values: [0], reversed: true).best
+                    var b = [[Float]](repeating: [], count: cutsCount)
+                    var rows = places(cutsCount - 1)
+                    var layerBest = layer(rows: rows, cols: [3 * m], values: [0], reversed: true).best
+                    b[cutsCount - 1] = layerBest.map(Self.roundedDown)
                     for j in stride(from: cutsCount - 2, through: 0, by: -1) {
-                        b[j] = layer(rows: places[j], cols: places[j + 1], values: b[j + 1], reversed: true).best
+                        let cols = rows
+                        rows = places(j)
+                        layerBest = layer(rows: rows, cols: cols, values: layerBest, reversed: true).best
+                        b[j] = layerBest.map(Self.roundedDown)
                     }
                     shared.0 = b
                 } else {
                     var args = [[Int32]](repeating: [], count: cutsCount)
-                    var g = boundaries[0].map { cost(0, $0 / 3) }
+                    var cols = boundaries(0)
+                    var g = cols.map { cost(0, $0 / 3) }
                     for j in 1 ..< max(cutsCount, 1) {
-                        let (best, arg) = layer(rows: boundaries[j], cols: boundaries[j - 1], values: g, reversed: false)
+                        let rows = boundaries(j)
+                        let (best, arg) = layer(rows: rows, cols: cols, values: g, reversed: false)
+                        cols = rows
                         args[j] = arg
                         g = best
                     }
@@ -595,14 +612,14 @@ extension BoundedKMeans {
             let (backward, boundaryArgs, boundaryLast) = shared
             // The upper bound and its cuts.
             var upper = Double.infinity, at = -1
-            for (r, l) in boundaries[cutsCount - 1].enumerated() {
+            for (r, l) in boundaries(cutsCount - 1).enumerated() {
                 let v = boundaryLast[r] + cost(l / 3, m)
                 if v < upper { upper = v; at = r }
             }
             var cuts = [Int](repeating: 0, count: cutsCount)
             var r = at
             for j in stride(from: cutsCount - 1, through: 0, by: -1) {
-                cuts[j] = boundaries[j][r] / 3
+                cuts[j] = (clamped[j].lowerBound + 2) / 3 + r
                 if j > 0 { r = Int(boundaryArgs[j][r]) }
             }
             guard bounding else { return (cuts, nil, clamped) }
@@ -613,11 +630,16 @@ extension BoundedKMeans {
             var next = clamped
             var candidate = [Bool](repeating: false, count: m)
             var any = false
-            var f = layer(rows: places[0], cols: [0], values: [0], reversed: false).best
+            var rows = places(0)
+            var f = layer(rows: rows, cols: [0], values: [0], reversed: false).best
             for j in 0 ..< cutsCount {
-                if j > 0 { f = layer(rows: places[j], cols: places[j - 1], values: f, reversed: false).best }
+                if j > 0 {
+                    let cols = rows
+                    rows = places(j)
+                    f = layer(rows: rows, cols: cols, values: f, reversed: false).best
+                }
                 var lo = Int.max, hi = Int.min
-                for (r, l) in places[j].enumerated() where f[r] + backward[j][r] <= upper + tolerance {
+                for (r, l) in rows.enumerated() where f[r] + Double(backward[j][r]) <= upper + tolerance {
                     lo = min(lo, l)
                     hi = max(hi, l)
                     if l % 3 != 0 { candidate[l / 3] = true; any = true }
