@@ -15,13 +15,7 @@ extension Palettizer {
     static func palettizeKMeans(_ bytes: UnsafeRawBufferPointer, shape: [Int], weightType: DataType, setting s: CompressionSetting,
                                 axis: Int, grouped: Bool) throws -> Result {
         let entries = 1 << s.nbits
-        let channels = shape[axis]
-        let groupSize = grouped ? s.groupSize : channels
-        guard channels % groupSize == 0 else {
-            throw Refusal.skip("group_size \(groupSize) does not divide the \(channels) output channels")
-        }
-        let groups = channels / groupSize
-        let inner = shape[(axis + 1)...].reduce(1, *), outer = shape[..<axis].reduce(1, *)
+        let (channels, groupSize, groups, inner, outer) = try layout(shape, axis: axis, groupSize: grouped ? s.groupSize : nil)
         let count = outer * channels * inner
         let isHalf = weightType == .float16
         let base = bytes.baseAddress!
@@ -132,27 +126,19 @@ extension Palettizer {
                                             kiln_palettize_assign_half(tensor.base.advanced(by: 2 * p).assumingMemoryBound(to: UInt16.self), m,
                                                                        halfValue, halfIndex.baseAddress! + g * 65536, table.baseAddress! + g * entries,
                                                                        idx.baseAddress! + filled, &sumSignal, &sumNoise)
-                                            filled += m
-                                            done += m
-                                            p += m
-                                            if filled == block {
-                                                kiln_pack_bits(idx.baseAddress, filled, UInt32(bits), dst + packed * bits / 8)
-                                                packed += filled
-                                                filled = 0
-                                            }
-                                            continue
-                                        }
-                                        let x: UnsafePointer<Float>
-                                        if isHalf {
-                                            let h = tensor.base.advanced(by: 2 * p).assumingMemoryBound(to: Float16.self)
-                                            for e in 0 ..< m { conv[e] = Float(h[e]) }
-                                            x = UnsafePointer(conv.baseAddress!)
                                         } else {
-                                            x = tensor.base.advanced(by: 4 * p).assumingMemoryBound(to: Float.self)
+                                            let x: UnsafePointer<Float>
+                                            if isHalf {
+                                                let h = tensor.base.advanced(by: 2 * p).assumingMemoryBound(to: Float16.self)
+                                                for e in 0 ..< m { conv[e] = Float(h[e]) }
+                                                x = UnsafePointer(conv.baseAddress!)
+                                            } else {
+                                                x = tensor.base.advanced(by: 4 * p).assumingMemoryBound(to: Float.self)
+                                            }
+                                            kiln_palettize_assign(x, m, scale, hasScale ? 1 : 0, cut.baseAddress! + g * span, span,
+                                                                  table.baseAddress! + g * entries, known.isEmpty ? nil : known.baseAddress! + g * 65536,
+                                                                  idx.baseAddress! + filled, &sumSignal, &sumNoise)
                                         }
-                                        kiln_palettize_assign(x, m, scale, hasScale ? 1 : 0, cut.baseAddress! + g * span, span,
-                                                              table.baseAddress! + g * entries, known.isEmpty ? nil : known.baseAddress! + g * 65536,
-                                                              idx.baseAddress! + filled, &sumSignal, &sumNoise)
                                         filled += m
                                         done += m
                                         p += m

@@ -40,13 +40,7 @@ enum Palettizer {
             s.nbits = [1, 2, 3, 4, 6, 8].first { 1 << $0 >= distinct } ?? 8
         }
         let entries = 1 << s.nbits
-        let channels = shape[axis]
-        let groupSize = grouped ? s.groupSize : channels
-        guard channels % groupSize == 0 else {
-            throw Refusal.skip("group_size \(groupSize) does not divide the \(channels) output channels")
-        }
-        let groups = channels / groupSize
-        let inner = shape[(axis + 1)...].reduce(1, *), outer = shape[..<axis].reduce(1, *)
+        let (channels, groupSize, groups, inner, outer) = try layout(shape, axis: axis, groupSize: grouped ? s.groupSize : nil)
         // Optional per-channel scale: each output channel divided by its largest magnitude.
         var scales: [Float]?
         var work = values
@@ -112,6 +106,18 @@ enum Palettizer {
             lut: WeightBlob(dtype: lutType, shape: lutShape + [entries], data: ByteStorage(floatBytes(lut, lutType))),
             scale: scales.map { WeightBlob(dtype: weightType, shape: scaleShape, data: ByteStorage(floatBytes($0, weightType))) }),
             decoded)
+    }
+
+    /// Output channels, channels per table, tables, and the element counts after and before the
+    /// output axis.
+    /// - Throws: ``Refusal/skip(_:)`` when the group size does not divide the channels.
+    static func layout(_ shape: [Int], axis: Int, groupSize: Int?) throws -> (channels: Int, groupSize: Int, groups: Int, inner: Int, outer: Int) {
+        let channels = shape[axis]
+        let size = groupSize ?? channels
+        guard size > 0, channels % size == 0 else {
+            throw Refusal.skip("group_size \(size) does not divide the \(channels) output channels")
+        }
+        return (channels, size, channels / size, shape[(axis + 1)...].reduce(1, *), shape[..<axis].reduce(1, *))
     }
 
     /// Evenly spaced entries from min to max: `lo + i·(hi − lo)/(2^n − 1)`, indices
