@@ -127,12 +127,11 @@ enum BoundedKMeans {
         let mu = items.reduce(0) { $0 + $1.n * $1.mean } / total
         var windows = [ClosedRange<Int>](repeating: 0 ... 3 * items.count, count: max(k - 1, 0))
         while true {
-            let level = Level(items: items, mu: mu, k: k)
             guard k > 1, items.count > k || items.contains(where: \.droppable) else {
                 // One cluster, or each item its own.
                 return k == 1 ? means(items, cuts: []) : means(items, cuts: Array(1 ..< items.count))
             }
-            let (cuts, candidates, next) = level.solve(windows: windows)
+            let (cuts, candidates, next) = Level(items: items, mu: mu, k: k).solve(windows: windows)
             guard let candidates else {
                 return means(items, cuts: cuts)
             }
@@ -164,6 +163,7 @@ enum BoundedKMeans {
                 }
             }
             newBoundary[items.count] = newItems.count
+            items = []
             (items, windows) = compact(newItems, next.map { w in 3 * newBoundary[w.lowerBound / 3] ... 3 * newBoundary[(w.upperBound + 2) / 3] })
         }
     }
