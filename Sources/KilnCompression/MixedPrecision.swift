@@ -82,15 +82,20 @@ public enum MixedPrecision {
     ///   - target: What the result must keep.
     ///   - only: When given, only the weights this config would compress are considered.
     ///   - evaluate: For a cosine target: the function's float outputs, flattened, on the inputs.
+    ///   - progress: Called with a line describing each step as it starts.
     /// - Returns: The plan, with the compressed model and its measured result.
     /// - Throws: ``CompressionError`` for a bad candidate, a cosine target without `evaluate`, or a
     ///   weight that cannot be compressed; what `evaluate` throws.
     public static func plan(_ model: PortableModel, candidates: [String], target: PrecisionTarget, only: CompressionConfig? = nil,
-                            evaluate: (@Sendable (PortableModel) throws -> [Float])? = nil) throws -> PrecisionPlan {
+                            evaluate: (@Sendable (PortableModel) throws -> [Float])? = nil,
+                            progress: (@Sendable (String) -> Void)? = nil) throws -> PrecisionPlan {
         let settings = try candidates.map(setting(named:))
         // Every candidate on every weight.
         var trials: [(model: PortableModel, report: CompressionReport)] = []
-        for s in settings { trials.append(try Compressor.apply(CompressionConfig(global: .compress(s)), to: model)) }
+        for (c, s) in settings.enumerated() {
+            progress?("trying \(candidates[c]) on every weight (\(c + 1)/\(settings.count))")
+            trials.append(try Compressor.apply(CompressionConfig(global: .compress(s)), to: model))
+        }
         let allowed: Set<String>? = try only.map { config in
             let (_, report) = try Compressor.apply(config, to: model)
             return Set(report.rows.filter { $0.method != "none" }.map(\.weight))
@@ -126,6 +131,7 @@ public enum MixedPrecision {
             budget = compressible.reduce(0) { $0 + signal[$1] } / pow(10, db / 10)
         case .cosine(let c):
             guard let evaluate else { throw CompressionError(reason: "a cosine target needs inputs to run the model on") }
+            progress?("running the model as it is")
             baseline = try evaluate(model)
             budget = 1 - c
             // Each weight alone at its smallest option, the runs spread over the cores.
@@ -133,6 +139,7 @@ public enum MixedPrecision {
             for i in options.indices where options[i].count > 1 { weightOfNoise[i] = 0 }
             var drops = [Result<Double, Error>](repeating: .success(0), count: probed.count)
             let (reference, trialModels, frontier) = (baseline, trials.map(\.model), options)
+            progress?("measuring the sensitivity of \(probed.count) weights")
             drops.withUnsafeMutableBufferPointer { out in
                 nonisolated(unsafe) let results = out
                 DispatchQueue.concurrentPerform(iterations: probed.count) { p in
@@ -197,6 +204,7 @@ public enum MixedPrecision {
             measured = noise == 0 ? .infinity : 10 * log10(total / noise)
             predicted = measured
         case .cosine(let c):
+            progress?("measuring the mix")
             measured = cosine(baseline, try evaluate!(mixed))
             // Missed: choose again for a smaller budget, by the measured to predicted ratio.
             var tries = 0
@@ -207,6 +215,7 @@ public enum MixedPrecision {
                 at = choose(budget)
                 (mixed, rows) = build(at)
                 predicted = options.indices.reduce(0.0) { $0 + weightOfNoise[$1] * options[$1][at[$1]].noise }
+                progress?(String(format: "missed (%.6f); measuring a mix for a smaller budget", measured))
                 measured = cosine(baseline, try evaluate!(mixed))
             }
             predicted = 1 - predicted

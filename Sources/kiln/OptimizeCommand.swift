@@ -92,9 +92,15 @@ enum OptimizeCommand {
     static func planForTarget(_ target: PrecisionTarget, model: PortableModel, config: CompressionConfig?, args: ParsedArguments) throws -> PrecisionPlan {
         let candidates = args.value("--candidates").map { $0.split(separator: ",").map(String.init) } ?? MixedPrecision.defaultCandidates
         guard !candidates.isEmpty else { throw UsageError(message: "--candidates is empty", command: spec) }
+        // Progress on a terminal only; quiet when piped.
+        var progress: (@Sendable (String) -> Void)?
+        if isatty(2) != 0 {
+            progress = { (line: String) in Console.err("\r\u{1B}[K" + line) }
+        }
+        defer { if progress != nil { Console.err("\r\u{1B}[K") } }
         guard case .cosine = target else {
             if args.values["--input"] != nil { throw UsageError(message: "--input goes with --target-cosine", command: spec) }
-            return try MixedPrecision.plan(model, candidates: candidates, target: target, only: config)
+            return try MixedPrecision.plan(model, candidates: candidates, target: target, only: config, progress: progress)
         }
         let names = model.functions.map(\.name)
         let functionName: String
@@ -130,13 +136,13 @@ enum OptimizeCommand {
         }
         let outputNames = function.outputs.map(\.name)
         let fixed = inputs
-        return try MixedPrecision.plan(model, candidates: candidates, target: target, only: config) { candidate in
+        return try MixedPrecision.plan(model, candidates: candidates, target: target, only: config, evaluate: { candidate in
             let outputs = try ReferenceInterpreter(model: candidate, function: functionName).run(fixed)
             return outputNames.flatMap { name -> [Float] in
                 guard let o = outputs[name], o.scalarType == .float32 else { return [] }
                 return o.scalars(as: Float.self)
             }
-        }
+        }, progress: progress)
     }
 
     static func targetLine(_ plan: PrecisionPlan) -> String {
