@@ -192,6 +192,7 @@ enum BoundedKMeans {
                         source.forEachStretch(in: chunks[chunk]) { position, n, _ in
                             kiln_kmeans_histogram_half(source.base.advanced(by: 2 * position).assumingMemoryBound(to: UInt16.self), n, c.baseAddress)
                         }
+                        source.release(chunks[chunk])
                     }
                 }
                 p[w] = counts
@@ -256,6 +257,7 @@ enum BoundedKMeans {
                             source.forEachBlock(in: chunks[c]) { x, n in
                                 if kiln_kmeans_histogram16(x, n, s.baseAddress) != 0 { nonFinite = true }
                             }
+                            source.release(chunks[c])
                         }
                     }
                     p[w] = sums
@@ -337,6 +339,7 @@ enum BoundedKMeans {
                         source.forEachBlock(in: chunks[c]) { x, n in
                             kiln_kmeans_refine(x, n, index.starts, index.los, index.his, shifts, UInt32(refineBits), Int64(index.probe), Int64(targets.count), s.baseAddress)
                         }
+                        source.release(chunks[c])
                     }
                 }
                 p[w] = sums
@@ -372,6 +375,7 @@ enum BoundedKMeans {
                         source.forEachBlock(in: chunks[c]) { x, n in
                             kiln_kmeans_refine_exact(x, n, index.starts, index.los, index.his, UInt32(refineBits), Int64(index.probe), Int64(targets.count), s.baseAddress)
                         }
+                        source.release(chunks[c])
                     }
                 }
                 p[w] = counts

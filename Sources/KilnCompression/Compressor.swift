@@ -155,7 +155,7 @@ public enum Compressor {
         if !s.isLinear {
             do {
                 let result = try Palettizer.palettize(blob.data.bytes, shape: w.shape, weightType: w.dtype, setting: s, axis: outAxis,
-                                                      grouped: s.granularity == "per_grouped_channel")
+                                                      grouped: s.granularity == "per_grouped_channel", storage: blob.data)
                 var out = w
                 out.encoding = .palettized(result.weight)
                 row.method = s.mode

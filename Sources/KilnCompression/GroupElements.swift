@@ -14,6 +14,8 @@ struct GroupElements: @unchecked Sendable {
     let offset: Int
     /// Per output channel of the group, or nil.
     let scales: UnsafePointer<Float>?
+    /// The weight's storage, when its pages may be released after a pass reads them.
+    var storage: ByteStorage? = nil
 
     var runLength: Int { channels * inner }
     var count: Int { runs * runLength }
@@ -95,6 +97,14 @@ struct GroupElements: @unchecked Sendable {
             }
             if filled > 0 { body(out, filled) }
         }
+    }
+
+    /// Lets the pages of the elements with group index in `range` go, when the group is one
+    /// contiguous run of a weight read in place (the next pass maps them again).
+    func release(_ range: Range<Int>) {
+        guard let storage, runs == 1 || runStride == runLength else { return }
+        let size = isHalf ? 2 : 4
+        storage.releaseResidentPages(size * (offset + range.lowerBound) ..< size * (offset + range.upperBound))
     }
 
     /// Fixed chunks of the group's index space, so that results summed per chunk in chunk order

@@ -13,7 +13,7 @@ extension Palettizer {
     /// its nearest entry, packs the index and sums the reconstruction error. Nothing the size of
     /// the weight is allocated but the packed indices.
     static func palettizeKMeans(_ bytes: UnsafeRawBufferPointer, shape: [Int], weightType: DataType, setting s: CompressionSetting,
-                                axis: Int, grouped: Bool) throws -> Result {
+                                axis: Int, grouped: Bool, storage: ByteStorage? = nil) throws -> Result {
         let entries = 1 << s.nbits
         let (channels, groupSize, groups, inner, outer) = try layout(shape, axis: axis, groupSize: grouped ? s.groupSize : nil)
         let count = outer * channels * inner
@@ -46,9 +46,10 @@ extension Palettizer {
                     nonisolated(unsafe) let (out, bad) = (cp, fp)
                     nonisolated(unsafe) let scalePointer = scales == nil ? nil : sp.baseAddress
                     DispatchQueue.concurrentPerform(iterations: groups) { g in
-                        let source = GroupElements(base: tensor.base, isHalf: isHalf, runs: outer, channels: groupSize, inner: inner,
+                        var source = GroupElements(base: tensor.base, isHalf: isHalf, runs: outer, channels: groupSize, inner: inner,
                                                    runStride: channels * inner, offset: g * groupSize * inner,
                                                    scales: scalePointer.map { $0 + g * groupSize })
+                        source.storage = storage
                         do {
                             out[g] = try groupCenters(source, k: entries)
                         } catch {
@@ -154,6 +155,8 @@ extension Palettizer {
                                     }
                                 }
                                 if filled > 0 { kiln_pack_bits(idx.baseAddress, filled, UInt32(bits), dst + packed * bits / 8) }
+                                let size = isHalf ? 2 : 4
+                                storage?.releaseResidentPages(size * bounds[part] ..< size * end)
                                 sig[part] = sumSignal
                                 noi[part] = sumNoise
                             }

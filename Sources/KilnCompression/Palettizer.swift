@@ -20,14 +20,14 @@ enum Palettizer {
     /// Palettizes a weight's bytes (C order, `shape`, float32 or float16), one table per group of
     /// output channels along `axis` (or one for the tensor).
     static func palettize(_ bytes: UnsafeRawBufferPointer, shape: [Int], weightType: DataType, setting s: CompressionSetting,
-                          axis: Int, grouped: Bool) throws -> Result {
+                          axis: Int, grouped: Bool, storage: ByteStorage? = nil) throws -> Result {
         if s.mode == "uniform" || s.mode == "unique" {
             let values: [Float] = weightType == .float16 ? bytes.bindMemory(to: Float16.self).map { Float($0) }
                 : Array(bytes.bindMemory(to: Float.self))
             let (result, decoded) = try palettizeInMemory(values, shape: shape, weightType: weightType, setting: s, axis: axis, grouped: grouped)
             return Result(weight: result, snr: Compressor.snr(values, decoded))
         }
-        return try palettizeKMeans(bytes, shape: shape, weightType: weightType, setting: s, axis: axis, grouped: grouped)
+        return try palettizeKMeans(bytes, shape: shape, weightType: weightType, setting: s, axis: axis, grouped: grouped, storage: storage)
     }
 
     /// Uniform and unique modes on the values in memory; returns the weight and its decoded values.

@@ -65,6 +65,19 @@ public final class ByteStorage: @unchecked Sendable {
 
     deinit { allocated?.deallocate() }
 
+    /// For storage read in place from a package's weights file: drops the process's resident
+    /// copies of the whole pages inside `byteRange` (of this storage), which are read again when
+    /// next touched. A pass that streams a large weight uses it to keep only what it is reading
+    /// resident. Other storage is left as it is.
+    /// - Parameter byteRange: The bytes, relative to `baseAddress`.
+    public func releaseResidentPages(_ byteRange: Range<Int>) {
+        guard let file = owner as? MappedFile, let fileBase = file.base else { return }
+        let offset = fileBase.distance(to: baseAddress)
+        let clamped = max(byteRange.lowerBound, 0) ..< min(byteRange.upperBound, count)
+        guard !clamped.isEmpty else { return }
+        file.releaseResidentPages(offset + clamped.lowerBound ..< offset + clamped.upperBound)
+    }
+
     /// The bytes as a buffer.
     public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: count) }
 }

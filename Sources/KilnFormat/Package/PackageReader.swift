@@ -16,8 +16,11 @@ public enum PackageReader {
         let (contents, manifestPath) = try readManifest(at: path)
         let weightsPath = "\(path)/\(contents.weightsFile)"
         let weights = try MappedFile(path: weightsPath)
-        return try assemble(contents, weights: weights.bytes, weightsPath: weightsPath,
-                            manifestPath: manifestPath, verifyChecksums: verifyChecksums) { weights.storage($0) }
+        let model = try assemble(contents, weights: weights.bytes, weightsPath: weightsPath,
+                                 manifestPath: manifestPath, verifyChecksums: verifyChecksums) { weights.storage($0) }
+        // Verifying read every page; they are mapped again as they are used.
+        weights.releaseResidentPages(0 ..< weights.count)
+        return model
     }
 
     /// Reads and decodes a package's manifest, checking its framing and the weights file's name.

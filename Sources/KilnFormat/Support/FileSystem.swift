@@ -191,6 +191,16 @@ final class MappedFile: @unchecked Sendable {
 
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
 
+    /// Drops the process's resident copies of the whole pages inside `range` (read again from the
+    /// page cache when next touched; the mapping is read-only and private, so nothing is lost).
+    func releaseResidentPages(_ range: Range<Int>) {
+        guard let base, !range.isEmpty else { return }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let start = (max(range.lowerBound, 0) + page - 1) / page * page, end = min(range.upperBound, count) / page * page
+        guard start < end else { return }
+        madvise(UnsafeMutableRawPointer(mutating: base + start), end - start, MADV_DONTNEED)
+    }
+
     /// A zero-copy view of `range`, keeping the mapping alive.
     func storage(_ range: Range<Int>) -> ByteStorage {
         guard let base else { return ByteStorage([]) }
