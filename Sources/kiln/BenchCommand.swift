@@ -72,7 +72,7 @@ enum BenchCommand {
         let model = try await Model.load(contentsOf: url, options: options)
         let loadedModelSeconds = elapsed(since: loadStart)
         let names = model.functionNames
-        let functionName = args.value("--function") ?? (names.count == 1 ? names[0] : "main")
+        let functionName = try chooseFunction(args.value("--function"), among: names, path: path, command: spec)
         guard let function = try await model.loadFunction(named: functionName) else {
             throw UsageError(message: "\(path) has no function '\(functionName)'; it has \(names.map { "'\($0)'" }.joined(separator: ", "))", command: spec)
         }

@@ -146,6 +146,15 @@ func editDistance(_ a: String, _ b: String) -> Int {
 }
 
 /// Standard output and error, written without buffering surprises.
+/// The function a command runs: `--function`, else the only one, else `main`.
+/// - Throws: ``UsageError`` when there are several and none is named `main`.
+func chooseFunction(_ requested: String?, among names: [String], path: String, command: CommandSpec) throws -> String {
+    if let requested { return requested }
+    if names.count == 1 { return names[0] }
+    if names.contains("main") { return "main" }
+    throw UsageError(message: "\(path) has several functions (\(names.joined(separator: ", "))); choose one with --function", command: command)
+}
+
 enum Console {
     static func out(_ s: String) { write(1, s) }
     static func err(_ s: String) { write(2, s) }

@@ -103,18 +103,9 @@ enum OptimizeCommand {
             return try MixedPrecision.plan(model, candidates: candidates, target: target, only: config, progress: progress)
         }
         let names = model.functions.map(\.name)
-        let functionName: String
-        if let f = args.value("--function") {
-            guard names.contains(f) else {
-                throw UsageError(message: "\(args.positionals[0]) has no function '\(f)'; it has \(names.map { "'\($0)'" }.joined(separator: ", "))", command: spec)
-            }
-            functionName = f
-        } else if names.count == 1 {
-            functionName = names[0]
-        } else if names.contains("main") {
-            functionName = "main"
-        } else {
-            throw UsageError(message: "\(args.positionals[0]) has several functions (\(names.joined(separator: ", "))); choose one with --function", command: spec)
+        let functionName = try chooseFunction(args.value("--function"), among: names, path: args.positionals[0], command: spec)
+        guard names.contains(functionName) else {
+            throw UsageError(message: "\(args.positionals[0]) has no function '\(functionName)'; it has \(names.map { "'\($0)'" }.joined(separator: ", "))", command: spec)
         }
         let function = model.functions.first { $0.name == functionName }!
         var inputs: [String: NDArray] = [:]

@@ -43,16 +43,7 @@ enum RunCommand {
         let model = try await Model.load(contentsOf: URL(fileURLWithPath: path), options: LoadFlags.loadOptions(args))
         if args.has("--explain") { Console.err(model.explanation.description) }
         let names = model.functionNames
-        let functionName: String
-        if let f = args.value("--function") {
-            functionName = f
-        } else if names.count == 1 {
-            functionName = names[0]
-        } else if names.contains("main") {
-            functionName = "main"
-        } else {
-            throw UsageError(message: "\(path) has several functions (\(names.joined(separator: ", "))); choose one with --function", command: spec)
-        }
+        let functionName = try chooseFunction(args.value("--function"), among: names, path: path, command: spec)
         guard let function = try await model.loadFunction(named: functionName) else {
             var message = "\(path) has no function '\(functionName)'; it has \(names.map { "'\($0)'" }.joined(separator: ", "))"
             if let near = nearest(functionName, in: names) { message += "; did you mean '\(near)'?" }
