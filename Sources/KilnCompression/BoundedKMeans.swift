@@ -241,33 +241,43 @@ enum BoundedKMeans {
     /// How many threads a pass uses: its chunks are fixed, their sums are integers.
     static var workers: Int { max(1, min(2, ProcessInfo.processInfo.activeProcessorCount)) }
 
-    /// Sums of every 16-bit bin of keys.
-    static func histogram(_ source: GroupElements, _ chunks: [Range<Int>]) throws -> [BinSums] {
+    /// One pass over the group's values: each thread takes every `t`-th chunk and reads it into
+    /// its own `count` accumulators (starting at `zero`), through `read(block, n, accumulators)`
+    /// (which returns true to flag a value), and lets the chunk's pages go. Returns each thread's
+    /// accumulators and whether any block was flagged.
+    static func pass<T>(_ source: GroupElements, _ chunks: [Range<Int>], count: Int, zero: T,
+                        read: @escaping @Sendable (UnsafePointer<Float>, Int, UnsafeMutablePointer<T>) -> Bool) -> (parts: [[T]], flagged: Bool) {
         let t = min(workers, chunks.count)
-        var partial = [[BinSums]](repeating: [], count: t)
-        var bad = [Bool](repeating: false, count: t)
+        var partial = [[T]](repeating: [], count: t)
+        var flags = [Bool](repeating: false, count: t)
         partial.withUnsafeMutableBufferPointer { parts in
-            bad.withUnsafeMutableBufferPointer { flags in
-                nonisolated(unsafe) let (p, f) = (parts, flags)
+            flags.withUnsafeMutableBufferPointer { flagged in
+                nonisolated(unsafe) let (p, f, initial) = (parts, flagged, zero)
                 DispatchQueue.concurrentPerform(iterations: t) { w in
-                    var sums = [BinSums](repeating: .empty, count: 65536)
-                    var nonFinite = false
+                    var sums = [T](repeating: initial, count: count)
+                    var any = false
                     sums.withUnsafeMutableBufferPointer { s in
                         for c in stride(from: w, to: chunks.count, by: t) {
-                            source.forEachBlock(in: chunks[c]) { x, n in
-                                if kiln_kmeans_histogram16(x, n, s.baseAddress) != 0 { nonFinite = true }
-                            }
+                            source.forEachBlock(in: chunks[c]) { x, n in any = read(x, n, s.baseAddress!) || any }
                             source.release(chunks[c])
                         }
                     }
                     p[w] = sums
-                    f[w] = nonFinite
+                    f[w] = any
                 }
             }
         }
-        if bad.contains(true) { throw NonFiniteValue() }
+        return (partial, flags.contains(true))
+    }
+
+    /// Sums of every 16-bit bin of keys.
+    static func histogram(_ source: GroupElements, _ chunks: [Range<Int>]) throws -> [BinSums] {
+        let (partial, nonFinite) = pass(source, chunks, count: 65536, zero: BinSums.empty) { x, n, s in
+            kiln_kmeans_histogram16(x, n, s) != 0
+        }
+        if nonFinite { throw NonFiniteValue() }
         var total = partial[0]
-        for w in 1 ..< t { for b in 0 ..< 65536 where partial[w][b].n > 0 { total[b].add(partial[w][b]) } }
+        for w in 1 ..< partial.count { for b in 0 ..< 65536 where partial[w][b].n > 0 { total[b].add(partial[w][b]) } }
         return total
     }
 
@@ -328,24 +338,12 @@ enum BoundedKMeans {
         let shifts = targets.map { UInt8(max(0, $0.shift - refineBits)) }
         let fan = 1 << refineBits
         let slots = targets.count * fan + 8
-        let t = min(workers, chunks.count)
-        var partial = [[BinSums]](repeating: [], count: t)
-        partial.withUnsafeMutableBufferPointer { parts in
-            nonisolated(unsafe) let p = parts
-            DispatchQueue.concurrentPerform(iterations: t) { w in
-                var sums = [BinSums](repeating: .empty, count: slots)
-                sums.withUnsafeMutableBufferPointer { s in
-                    for c in stride(from: w, to: chunks.count, by: t) {
-                        source.forEachBlock(in: chunks[c]) { x, n in
-                            kiln_kmeans_refine(x, n, index.starts, index.los, index.his, shifts, UInt32(refineBits), Int64(index.probe), Int64(targets.count), s.baseAddress)
-                        }
-                        source.release(chunks[c])
-                    }
-                }
-                p[w] = sums
-            }
+        let probe = Int64(index.probe), count = Int64(targets.count)
+        var (partial, _) = pass(source, chunks, count: slots, zero: BinSums.empty) { x, n, s in
+            kiln_kmeans_refine(x, n, index.starts, index.los, index.his, shifts, UInt32(refineBits), probe, count, s)
+            return false
         }
-        for w in 1 ..< t {
+        for w in 1 ..< partial.count {
             for i in 0 ..< slots - 8 where partial[w][i].n > 0 { partial[0][i].add(partial[w][i]) }
             partial[w] = []
         }
@@ -364,27 +362,15 @@ enum BoundedKMeans {
         let index = TargetIndex(targets)
         let fan = 1 << refineBits
         let slots = targets.count * fan + 8
-        let t = min(workers, chunks.count)
-        var partial = [[UInt32]](repeating: [], count: t)
-        partial.withUnsafeMutableBufferPointer { parts in
-            nonisolated(unsafe) let p = parts
-            DispatchQueue.concurrentPerform(iterations: t) { w in
-                var counts = [UInt32](repeating: 0, count: slots)
-                counts.withUnsafeMutableBufferPointer { s in
-                    for c in stride(from: w, to: chunks.count, by: t) {
-                        source.forEachBlock(in: chunks[c]) { x, n in
-                            kiln_kmeans_refine_exact(x, n, index.starts, index.los, index.his, UInt32(refineBits), Int64(index.probe), Int64(targets.count), s.baseAddress)
-                        }
-                        source.release(chunks[c])
-                    }
-                }
-                p[w] = counts
-            }
+        let probe = Int64(index.probe), count = Int64(targets.count)
+        let (partial, _) = pass(source, chunks, count: slots, zero: UInt32(0)) { x, n, s in
+            kiln_kmeans_refine_exact(x, n, index.starts, index.los, index.his, UInt32(refineBits), probe, count, s)
+            return false
         }
         return targets.indices.map { c in
             (0 ..< fan).compactMap { sub -> Item? in
                 var n: UInt64 = 0
-                for w in 0 ..< t { n += UInt64(partial[w][c * fan + sub]) }
+                for part in partial { n += UInt64(part[c * fan + sub]) }
                 guard n > 0 else { return nil }
                 let key = index.los[c] &+ UInt32(sub)
                 return Item(lo: key, shift: 0, sums: BinSums(n: n, r: 0, r2: 0, min_key: key, max_key: key))
