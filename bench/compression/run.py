@@ -19,31 +19,14 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # scikit-learn at the newest version coremltools 9.0 supports (its k-means runs on it).
 PEERS = ["numpy", "onnx", "coremltools==9.0", "scikit-learn==1.5.1"]
 
 
-def ensure_peers():
-    """Re-runs this script in a venv (.build/compression-venv) with coremltools 9.0 when the
-    current Python lacks it: the peer is always the same version."""
-    try:
-        import coremltools
-        if coremltools.__version__ == "9.0":
-            return
-    except ImportError:
-        pass
-    venv = os.path.join(ROOT, ".build", "compression-venv")
-    python = os.path.join(venv, "bin", "python")
-    if os.path.abspath(sys.executable) == os.path.abspath(python):
-        raise SystemExit("error: the bench venv lacks coremltools 9.0; remove .build/compression-venv and run again")
-    if not os.path.exists(python):
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-    subprocess.run([python, "-m", "pip", "install", "-q"] + PEERS, check=True)
-    os.execv(python, [python] + sys.argv)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import peers  # noqa: E402
 
-
-ensure_peers()
+peers.ensure("compression-venv", PEERS, "coremltools", "9.0")
 import numpy as np  # noqa: E402
 
 # (label, weight dtype, setting)

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -30,26 +31,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PEERS = ["numpy", "onnx", "onnxruntime==1.32.0"]
 
 
-def ensure_peers():
-    """Re-runs this script in a venv (.build/bench-venv) with onnxruntime 1.32 when the current
-    Python lacks it: the peer is always the same version, whatever the machine has installed."""
-    try:
-        import onnxruntime
-        if onnxruntime.__version__ == "1.32.0":
-            return
-    except ImportError:
-        pass
-    venv = os.path.join(ROOT, ".build", "bench-venv")
-    python = os.path.join(venv, "bin", "python")
-    if os.path.abspath(os.sys.executable) == os.path.abspath(python):
-        raise SystemExit("error: the bench venv lacks onnxruntime 1.32.0; remove .build/bench-venv and run again")
-    if not os.path.exists(python):
-        subprocess.run([os.sys.executable, "-m", "venv", venv], check=True)
-    subprocess.run([python, "-m", "pip", "install", "-q"] + PEERS, check=True)
-    os.execv(python, [python] + os.sys.argv)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import peers  # noqa: E402
 
-
-ensure_peers()
+# The peer is always the same version, whatever the machine has installed.
+peers.ensure("bench-venv", PEERS, "onnxruntime", "1.32.0")
 import numpy as np  # noqa: E402
 
 # The trained test models as the tests find them (`make models`), and their committed goldens.
