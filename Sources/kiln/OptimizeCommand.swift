@@ -36,7 +36,7 @@ enum OptimizeCommand {
         let config = try args.value("--config").map { try CompressionConfig(contentsOf: $0) }
         let model = try PackageReader.read(at: args.positionals[0])
         if let target {
-            let plan = try planForTarget(target, model: model, config: config, args: args)
+            let plan = try naming(args.positionals[0]) { try planForTarget(target, model: model, config: config, args: args) }
             try PackageWriter.write(plan.model, to: output)
             var json = reportJSON(plan.report)
             if case .object(var fields) = json {
@@ -55,13 +55,22 @@ enum OptimizeCommand {
         if tty {
             progress = { done, total, weight in Console.err("\r\u{1B}[Kcompressing \(done)/\(total) \(weight)") }
         }
-        let (compressed, report) = try Compressor.apply(config, to: model, progress: progress)
+        let (compressed, report) = try naming(args.positionals[0]) { try Compressor.apply(config, to: model, progress: progress) }
         if tty { Console.err("\r\u{1B}[K") }
         try PackageWriter.write(compressed, to: output)
         let json = reportJSON(report)
         try writeReport(json, args)
         for w in report.warnings { Console.err("warning: \(w)\n") }
         Console.out(args.has("--json") ? json.rendered() + "\n" : table(report))
+    }
+
+    /// Runs `body`, naming the package in what it throws about the model's weights.
+    static func naming<T>(_ path: String, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as CompressionError {
+            throw Failure(message: "\(path): \(error.reason)")
+        }
     }
 
     static func writeReport(_ json: JSON, _ args: ParsedArguments) throws {

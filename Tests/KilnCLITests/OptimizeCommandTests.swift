@@ -72,7 +72,7 @@ final class OptimizeCommandTests: XCTestCase {
         XCTAssertTrue(snr.stdout.contains("target SNR 25.0 dB: "), snr.stdout)
         let bad = try kiln(["optimize", classifier, "--target-snr", "25", "--candidates", "kmeans5", "-o", "\(dir)/b.kiln"])
         XCTAssertEqual(bad.status, 1)
-        XCTAssertTrue(bad.stderr.contains("unknown candidate 'kmeans5'"), bad.stderr)
+        XCTAssertTrue(bad.stderr.hasPrefix("error: \(classifier): unknown candidate 'kmeans5'"), bad.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: "\(dir)/b.kiln"))
     }
 }
