@@ -1,5 +1,6 @@
 // Float32 GEMM: the scalar reference microkernels, weight packing and decoding, the
 // driver that walks panels and row blocks, and the epilogue.
+#include "kiln_gemm_q.h"
 #include "kiln_kernels.h"
 #include "kiln_unary.h"
 
@@ -48,17 +49,26 @@ void kiln_f32_igemm_4x8__scalar(KILN_IGEMM_PARAMS) {
 
 void kiln_f32_gemm_4x16__scalar(KILN_UKERNEL_PARAMS) { kiln_ukernel_scalar(4, 16, mr, nc, k, a, lda, b, ldb, c, ldc, t); }
 
+// The scalar (and NEON) tiles decode compressed panels a block of k at a time for their float32 kernel.
+void kiln_q_gemm_4x8__scalar(KILN_Q_UKERNEL_PARAMS) { kiln_q_gemm_chunked(kiln_f32_gemm_4x8__scalar, 4, mr, nc, k, a, lda, b, panel, c, ldc, t); }
+void kiln_q_gemm_4x16__scalar(KILN_Q_UKERNEL_PARAMS) { kiln_q_gemm_chunked(kiln_f32_gemm_4x16__scalar, 4, mr, nc, k, a, lda, b, panel, c, ldc, t); }
+
 typedef struct {
     const char *name;
     kiln_f32_gemm_ukernel fn;
     size_t mr, nr;
     uint32_t feature;
+    kiln_packed_b_ukernel q;
 } kiln_ukernel_entry;
 
-#define KILN_ENTRY(name, mr, nr, feature) {#name, kiln_##name, mr, nr, feature},
+// Each float32 tile's compressed-B kernel: the f32 name with its "f32_" stem as "q_".
+#define KILN_ENTRY(name, mr, nr, feature) {#name, kiln_##name, mr, nr, feature, {kiln_q_##name}},
+#define kiln_q_f32_gemm_6x16__avx2 kiln_q_gemm_6x16__avx2
+#define kiln_q_f32_gemm_8x32__avx512 kiln_q_gemm_8x32__avx512
+#define kiln_q_f32_gemm_4x8__neon kiln_q_gemm_4x8__neon
 static const kiln_ukernel_entry kiln_ukernels[] = {
-    {"f32_gemm_4x8__scalar", kiln_f32_gemm_4x8__scalar, 4, 8, 0},
-    {"f32_gemm_4x16__scalar", kiln_f32_gemm_4x16__scalar, 4, 16, 0},
+    {"f32_gemm_4x8__scalar", kiln_f32_gemm_4x8__scalar, 4, 8, 0, {kiln_q_gemm_4x8__scalar}},
+    {"f32_gemm_4x16__scalar", kiln_f32_gemm_4x16__scalar, 4, 16, 0, {kiln_q_gemm_4x16__scalar}},
 #if defined(__x86_64__)
     KILN_F32_GEMM_UKERNELS_X86(KILN_ENTRY)
 #endif
@@ -68,17 +78,26 @@ static const kiln_ukernel_entry kiln_ukernels[] = {
 };
 #undef KILN_ENTRY
 
-kiln_f32_gemm_ukernel kiln_f32_gemm_ukernel_named(const char *name, size_t *mr, size_t *nr) {
+static const kiln_ukernel_entry *kiln_ukernel_entry_named(const char *name) {
     const uint32_t have = kiln_cpu_features();
     for (size_t i = 0; i < sizeof(kiln_ukernels) / sizeof(kiln_ukernels[0]); i++) {
         const kiln_ukernel_entry *e = &kiln_ukernels[i];
-        if (strcmp(e->name, name) != 0) continue;
-        if ((have & e->feature) != e->feature) return NULL;
-        *mr = e->mr;
-        *nr = e->nr;
-        return e->fn;
+        if (strcmp(e->name, name) == 0) return (have & e->feature) == e->feature ? e : NULL;
     }
     return NULL;
+}
+
+const kiln_packed_b_ukernel *kiln_q_gemm_ukernel_named(const char *name) {
+    const kiln_ukernel_entry *e = kiln_ukernel_entry_named(name);
+    return e ? &e->q : NULL;
+}
+
+kiln_f32_gemm_ukernel kiln_f32_gemm_ukernel_named(const char *name, size_t *mr, size_t *nr) {
+    const kiln_ukernel_entry *e = kiln_ukernel_entry_named(name);
+    if (!e) return NULL;
+    *mr = e->mr;
+    *nr = e->nr;
+    return e->fn;
 }
 
 void kiln_f32_pack_b(size_t k, size_t n, size_t nr, const float *b, size_t ldb, size_t cs, float *packed) {
@@ -103,46 +122,63 @@ void kiln_f32_pack_b(size_t k, size_t n, size_t nr, const float *b, size_t ldb, 
     }
 }
 
-void kiln_unpack_b_panel(const kiln_packed_b *b, size_t p, float *out) {
+void kiln_unpack_b_rows(const kiln_packed_b *b, size_t p, size_t k0, size_t kc, float *out) {
     const size_t k = b->k, nr = b->nr, n0 = p * nr;
     const size_t npad = (b->n + nr - 1) / nr * nr;
     switch (b->kind) {
     case KILN_B_F32:
-        memcpy(out, (const float *)b->data + p * k * nr, k * nr * sizeof(float));
+        memcpy(out, (const float *)b->data + (p * k + k0) * nr, kc * nr * sizeof(float));
         return;
     case KILN_B_INT8:
-    case KILN_B_UINT8: {
+    case KILN_B_UINT8:
+    case KILN_B_INT4: {
         const int8_t *s8 = (const int8_t *)b->data + p * k * nr;
         const uint8_t *u8 = (const uint8_t *)b->data + p * k * nr;
-        for (size_t kk = 0; kk < k; kk++) {
+        const uint32_t *w4 = (const uint32_t *)b->data + p * ((k + 7) / 8) * nr;
+        for (size_t r = 0; r < kc; r++) {
+            const size_t kk = k0 + r;
             const size_t row = (kk / b->k_block) * npad + n0;
             const float *scale = b->scale + row;
             const float *zero = b->zero ? b->zero + row : NULL;
             for (size_t j = 0; j < nr; j++) {
-                const float q = b->kind == KILN_B_INT8 ? (float)s8[kk * nr + j] : (float)u8[kk * nr + j];
-                out[kk * nr + j] = (zero ? q - zero[j] : q) * scale[j];
+                float q;
+                if (b->kind == KILN_B_INT8) q = (float)s8[kk * nr + j];
+                else if (b->kind == KILN_B_UINT8) q = (float)u8[kk * nr + j];
+                else {
+                    const uint32_t nib = (w4[(kk / 8) * nr + j] >> (4 * (kk % 8))) & 15u;
+                    q = b->is_signed ? (float)((int32_t)(nib ^ 8u) - 8) : (float)nib;
+                }
+                out[r * nr + j] = (zero ? q - zero[j] : q) * scale[j];
             }
         }
         return;
     }
-    case KILN_B_LUT: {
-        const size_t row_bytes = nr * b->nbits / 8;
+    case KILN_B_LUT:
+    case KILN_B_LUT_K: {
+        const size_t bits = b->nbits, row_bytes = nr * bits / 8, g = kiln_k_pack_group(bits);
         const uint8_t *base = (const uint8_t *)b->data + p * k * row_bytes;
-        const uint32_t mask = (1u << b->nbits) - 1u;
-        for (size_t kk = 0; kk < k; kk++) {
+        const uint32_t *words = (const uint32_t *)b->data + p * ((k + g - 1) / g) * nr;
+        const uint32_t mask = (1u << bits) - 1u;
+        for (size_t r = 0; r < kc; r++) {
+            const size_t kk = k0 + r;
             const uint8_t *bytes = base + kk * row_bytes;
             for (size_t j = 0; j < nr; j++) {
-                const size_t bit = j * b->nbits;
-                uint32_t word = bytes[bit >> 3];
-                if ((bit & 7) + b->nbits > 8) word |= (uint32_t)bytes[(bit >> 3) + 1] << 8;
-                const uint32_t index = (word >> (bit & 7)) & mask;
+                uint32_t index;
+                if (b->kind == KILN_B_LUT_K) {
+                    index = (words[(kk / g) * nr + j] >> (bits * (kk % g))) & mask;
+                } else {
+                    const size_t bit = j * bits;
+                    uint32_t word = bytes[bit >> 3];
+                    if ((bit & 7) + bits > 8) word |= (uint32_t)bytes[(bit >> 3) + 1] << 8;
+                    index = (word >> (bit & 7)) & mask;
+                }
                 const size_t col = n0 + j;
                 if (col >= b->n) {
-                    out[kk * nr + j] = 0.0f;
+                    out[r * nr + j] = 0.0f;
                     continue;
                 }
                 const float v = b->lut[(col / b->group_size) * b->entries + index];
-                out[kk * nr + j] = b->column_scale ? v * b->column_scale[col] : v;
+                out[r * nr + j] = b->column_scale ? v * b->column_scale[col] : v;
             }
         }
         return;
@@ -150,7 +186,10 @@ void kiln_unpack_b_panel(const kiln_packed_b *b, size_t p, float *out) {
     }
 }
 
+void kiln_unpack_b_panel(const kiln_packed_b *b, size_t p, float *out) { kiln_unpack_b_rows(b, p, 0, b->k, out); }
+
 size_t kiln_f32_gemm_scratch_bytes(const kiln_packed_b *b) {
+    // (A compressed B with a microkernel of its own still gets a panel: the indirect GEMM decodes into it.)
     return b->kind == KILN_B_F32 && b->ldb == 0 ? 0 : b->k * b->nr * sizeof(float);
 }
 
@@ -254,6 +293,16 @@ static inline __attribute__((always_inline)) void kiln_gemm_body(kiln_f32_gemm_u
                 }
             } else if (b->kind == KILN_B_F32) {
                 panel = (const float *)b->data + (p * k + k0) * nr;
+            } else if (b->q_ukernel) {
+                // Decoded inside the microkernel, row tile by row tile.
+                const size_t n0 = p * nr, nc = b->n - n0 < nr ? b->n - n0 : nr;
+                for (size_t m = m_begin; m < m_end; m += mr) {
+                    const size_t rows = m_end - m < mr ? m_end - m : mr;
+                    const kiln_tile_args t = kiln_tile_args_at(epilogue, apply, m, n0, residual);
+                    b->q_ukernel->fn(rows, nc, k, lda ? a + m * lda : a + m * k, lda, b, p, c + m * ldc + n0, ldc,
+                                     apply || residual ? &t : NULL);
+                }
+                continue;
             } else {
                 kiln_unpack_b_panel(b, p, scratch);
                 panel = scratch;

@@ -3,6 +3,7 @@
 #if defined(__x86_64__)
 #include "kiln_kernels.h"
 #include "kiln_simd_activate.h"
+#include "kiln_gemm_store.h"
 #include "kiln_tile_rows.h"
 #include "kiln_unary.h"
 
@@ -10,8 +11,6 @@
 
 // Loops over the accumulators run to compile-time constants (the body's MR in the k loop, this in
 // the epilogue, rows past `mr` skipped), so the accumulators stay in registers through the k loop.
-#define KILN_TILE_ROWS 6
-#include <string.h>
 
 KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_gemm_6x16_body(const int MR, size_t mr, size_t nc, size_t k,
                                                                                    const float *a, size_t lda, const float *b,
@@ -64,52 +63,7 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_gemm_6x1
     }
     __m256 lo[6], hi[6];
     for (int i = 0; i < 6; i++) { lo[i] = l[i]; hi[i] = h[i]; }
-    if (t && t->accumulate) {
-        float tile[16] = {0};
-        for (int i = 0; i < KILN_TILE_ROWS; i++) if ((size_t)i < mr) {
-            const float *row = c + i * ldc;
-            if (nc == 16) {
-                lo[i] = _mm256_add_ps(lo[i], _mm256_loadu_ps(row));
-                hi[i] = _mm256_add_ps(hi[i], _mm256_loadu_ps(row + 8));
-            } else {
-                memcpy(tile, row, nc * sizeof(float));
-                lo[i] = _mm256_add_ps(lo[i], _mm256_loadu_ps(tile));
-                hi[i] = _mm256_add_ps(hi[i], _mm256_loadu_ps(tile + 8));
-            }
-        }
-    }
-    const int registers = t && kiln_unary_in_registers(t);
-    if (registers) {
-        if (t->col_bias) {
-            float cb[16] = {0};
-            memcpy(cb, t->col_bias, (nc < 16 ? nc : 16) * sizeof(float));
-            const __m256 cb0 = _mm256_loadu_ps(cb), cb1 = _mm256_loadu_ps(cb + 8);
-            for (int i = 0; i < 6; i++) { lo[i] = _mm256_add_ps(lo[i], cb0); hi[i] = _mm256_add_ps(hi[i], cb1); }
-        }
-        if (t->row_bias) {
-            for (int i = 0; i < 6; i++) {
-                const __m256 rb = _mm256_set1_ps(t->row_bias[(size_t)i < mr ? i : 0]);
-                lo[i] = _mm256_add_ps(lo[i], rb);
-                hi[i] = _mm256_add_ps(hi[i], rb);
-            }
-        }
-        kiln_activate256(lo, 6, t);
-        kiln_activate256(hi, 6, t);
-    }
-    if (nc == 16) {
-        for (int i = 0; i < KILN_TILE_ROWS; i++) if ((size_t)i < mr) {
-            _mm256_storeu_ps(c + i * ldc, lo[i]);
-            _mm256_storeu_ps(c + i * ldc + 8, hi[i]);
-        }
-    } else {
-        float tile[16];
-        for (int i = 0; i < KILN_TILE_ROWS; i++) if ((size_t)i < mr) {
-            _mm256_storeu_ps(tile, lo[i]);
-            _mm256_storeu_ps(tile + 8, hi[i]);
-            memcpy(c + i * ldc, tile, nc * sizeof(float));
-        }
-    }
-    if (t && !registers) kiln_tile_args_apply(mr, nc, c, ldc, t);
+    kiln_store_tile256(lo, hi, mr, nc, c, ldc, t);
 }
 
 KILN_TARGET_AVX2 void kiln_f32_gemm_6x16__avx2(KILN_UKERNEL_PARAMS) {

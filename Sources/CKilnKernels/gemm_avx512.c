@@ -4,6 +4,7 @@
 #if defined(__x86_64__)
 #include "kiln_kernels.h"
 #include "kiln_simd_activate.h"
+#include "kiln_gemm_store.h"
 #include "kiln_tile_rows.h"
 #include "kiln_unary.h"
 
@@ -11,7 +12,6 @@
 
 // Loops over the accumulators run to compile-time constants (the body's MR in the k loop, this in
 // the epilogue, rows past `mr` skipped), so the accumulators stay in registers through the k loop.
-#define KILN_TILE_ROWS 8
 
 KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8x32_body(const int MR, size_t mr, size_t nc, size_t k,
                                                                                      const float *a, size_t lda, const float *b,
@@ -65,42 +65,7 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_gemm_8
     }
     __m512 lo[8], hi[8];
     for (int i = 0; i < 8; i++) { lo[i] = l[i]; hi[i] = h[i]; }
-    const __mmask16 m0 = (__mmask16)(nc >= 16 ? 0xffffu : (1u << nc) - 1u);
-    const __mmask16 m1 = (__mmask16)(nc >= 32 ? 0xffffu : nc > 16 ? (1u << (nc - 16)) - 1u : 0u);
-    if (t && t->accumulate) {
-        for (int i = 0; i < KILN_TILE_ROWS; i++) if ((size_t)i < mr) {
-            lo[i] = _mm512_add_ps(lo[i], _mm512_maskz_loadu_ps(m0, c + i * ldc));
-            hi[i] = _mm512_add_ps(hi[i], _mm512_maskz_loadu_ps(m1, c + i * ldc + 16));
-        }
-    }
-    const int registers = t && kiln_unary_in_registers(t);
-    if (registers) {
-        if (t->col_bias) {
-            const __m512 cb0 = _mm512_maskz_loadu_ps(m0, t->col_bias), cb1 = _mm512_maskz_loadu_ps(m1, t->col_bias + 16);
-            for (int i = 0; i < 8; i++) { lo[i] = _mm512_add_ps(lo[i], cb0); hi[i] = _mm512_add_ps(hi[i], cb1); }
-        }
-        if (t->row_bias) {
-            for (int i = 0; i < 8; i++) {
-                const __m512 rb = _mm512_set1_ps(t->row_bias[(size_t)i < mr ? i : 0]);
-                lo[i] = _mm512_add_ps(lo[i], rb);
-                hi[i] = _mm512_add_ps(hi[i], rb);
-            }
-        }
-        kiln_activate512(lo, 8, t);
-        kiln_activate512(hi, 8, t);
-    }
-    if (nc == 32) {
-        for (int i = 0; i < KILN_TILE_ROWS; i++) if ((size_t)i < mr) {
-            _mm512_storeu_ps(c + i * ldc, lo[i]);
-            _mm512_storeu_ps(c + i * ldc + 16, hi[i]);
-        }
-    } else {
-        for (int i = 0; i < KILN_TILE_ROWS; i++) if ((size_t)i < mr) {
-            _mm512_mask_storeu_ps(c + i * ldc, m0, lo[i]);
-            _mm512_mask_storeu_ps(c + i * ldc + 16, m1, hi[i]);
-        }
-    }
-    if (t && !registers) kiln_tile_args_apply(mr, nc, c, ldc, t);
+    kiln_store_tile512(lo, hi, mr, nc, c, ldc, t);
 }
 
 KILN_TARGET_AVX512 void kiln_f32_gemm_8x32__avx512(KILN_UKERNEL_PARAMS) {

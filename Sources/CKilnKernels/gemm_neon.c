@@ -1,5 +1,6 @@
 // NEON GEMM microkernel: 4 rows x 8 columns (two Q registers per row). arm64 only.
 #if defined(__aarch64__)
+#include "kiln_gemm_q.h"
 #include "kiln_kernels.h"
 #include "kiln_unary.h"
 
@@ -34,5 +35,10 @@ void kiln_f32_gemm_4x8__neon(KILN_UKERNEL_PARAMS) {
         else memcpy(c + i * ldc, tile[i], nc * sizeof(float));
     }
     if (t) kiln_tile_args_apply(mr, nc, c, ldc, t);
+}
+
+// Compressed panels: decoded a block of k at a time into a stack buffer for the float32 kernel.
+void kiln_q_gemm_4x8__neon(KILN_Q_UKERNEL_PARAMS) {
+    kiln_q_gemm_chunked(kiln_f32_gemm_4x8__neon, 4, mr, nc, k, a, lda, b, panel, c, ldc, t);
 }
 #endif

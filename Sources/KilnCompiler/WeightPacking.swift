@@ -5,10 +5,11 @@ import KilnReference
 /// `nr` entries (the last zero-padded): the layout the arch's GEMM microkernel streams.
 ///
 /// Dense float weights become float32 panels. Compressed weights stay compressed:
-/// linear-quantized ones as 8-bit integer panels with float32 scale and zero point per
-/// (K block, column); palettized ones as panels of bit-packed indices (LSB-first, whole
-/// bytes per panel row) with their tables and optional per-column scale. A compressed
-/// weight whose blocks do not follow (K block, column) is packed dense.
+/// linear-quantized ones as 8-bit integer panels, or 4-bit ones packed along K (eight per
+/// word, `int32`/`uint32` blobs by signedness), with float32 scale and zero point per
+/// (K block, column); palettized ones as indices packed along K (32 / nbits per word) with
+/// their tables and optional per-column scale. A compressed weight whose blocks do not
+/// follow (K block, column) is packed dense.
 enum WeightPacking {
     /// Reads element (k, n) of the weight from its flat index.
     struct Orientation {
@@ -43,9 +44,16 @@ enum WeightPacking {
             let kBlock = min(kb, zeroBlock.flatMap { Self.kBlock(o, $0) } ?? kb)
             let blocks = o.k / kBlock
             let signed = [.int8, .int4].contains(q.data.dtype)
-            let data: WeightBlob = signed
-                ? blob(panelOrder({ Int8(ints[o.flat($0, $1)]) }, pad: 0), .int8, [panels, o.k, nr])
-                : blob(panelOrder({ UInt8(ints[o.flat($0, $1)]) }, pad: 0), .uint8, [panels, o.k, nr])
+            let data: WeightBlob
+            if q.data.dtype.bitWidth == 4, blocks == 1 || kBlock % 8 == 0 {
+                // Four-bit integers stay four bits, packed along K (eight per word).
+                let words = kPacked(o, nr: nr, bits: 4) { UInt32(truncatingIfNeeded: ints[o.flat($0, $1)]) & 15 }
+                data = blob(words, signed ? .int32 : .uint32, [panels, (o.k + 7) / 8, nr])
+            } else if signed {
+                data = blob(panelOrder({ Int8(ints[o.flat($0, $1)]) }, pad: 0), .int8, [panels, o.k, nr])
+            } else {
+                data = blob(panelOrder({ UInt8(ints[o.flat($0, $1)]) }, pad: 0), .uint8, [panels, o.k, nr])
+            }
             var scales = [Float](repeating: 0, count: blocks * npad), zeros = [Float](repeating: 0, count: blocks * npad)
             for b in 0 ..< blocks { for n in 0 ..< o.n {
                 let i = o.flat(b * kBlock, n)
@@ -58,7 +66,7 @@ enum WeightPacking {
         case .palettized(let p):
             let bits = p.indices.dtype.bitWidth
             let entries = 1 << bits
-            guard (nr * bits) % 8 == 0 else { break }
+            guard [1, 2, 3, 4, 6, 8].contains(bits) else { break }
             let idx = WeightDecoding.integers(p.indices, count: w.elementCount)
             let lut = try WeightDecoding.floats(p.lut)
             let groups = lut.count / entries
@@ -73,11 +81,10 @@ enum WeightPacking {
                 guard columnOnly(o, sb) else { break }
                 columnScale = (0 ..< o.n).map { values[sb(o.flat(0, $0))] }
             }
-            let stream = panelOrder({ idx[o.flat($0, $1)] }, pad: 0)
-            let packed = PackedBits.pack(stream, bits: bits)
-            let rowBytes = nr * bits / 8
+            let g = 32 / bits
+            let words = kPacked(o, nr: nr, bits: bits) { UInt32(idx[o.flat($0, $1)]) }
             return Weight(name: name, dtype: .float32, shape: [o.k, o.n], encoding: .palettized(PalettizedWeight(
-                indices: WeightBlob(dtype: .uint8, shape: [panels, o.k, rowBytes], data: ByteStorage(packed)),
+                indices: blob(words, .uint32, [panels, (o.k + g - 1) / g, nr]),
                 lut: blob(lut, .float32, [groups, entries]),
                 scale: columnScale.map { blob($0, .float32, [o.n]) })))
         default:
@@ -88,6 +95,17 @@ enum WeightPacking {
         let values = dense.scalars(as: Float.self)
         return Weight(name: name, dtype: .float32, shape: [o.k, o.n], encoding: .dense(
             blob(panelOrder({ values[o.flat($0, $1)] }, pad: Float(0)), .float32, [panels, o.k, nr])))
+    }
+
+    /// Values of `bits` bits packed along K: per panel, ceil(K / G) rows of `nr` words, word (g, j)
+    /// holding column j's values for k = g·G + t at bits t·bits (G = 32 / bits; padding zero).
+    static func kPacked(_ o: Orientation, nr: Int, bits: Int, _ value: (Int, Int) -> UInt32) -> [UInt32] {
+        let g = 32 / bits, rows = (o.k + g - 1) / g, panels = (o.n + nr - 1) / nr
+        var out = [UInt32](repeating: 0, count: panels * rows * nr)
+        for p in 0 ..< panels { for j in 0 ..< nr where p * nr + j < o.n { for k in 0 ..< o.k {
+            out[(p * rows + k / g) * nr + j] |= value(k, p * nr + j) << UInt32(bits * (k % g))
+        } } }
+        return out
     }
 
     /// Packs a dense convolution weight [M, C/g, kh, kw] as the GEMM's A operand, per group, in

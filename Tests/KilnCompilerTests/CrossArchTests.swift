@@ -20,19 +20,23 @@ final class CrossArchTests: XCTestCase {
         case .dense(let d):
             b.kind = Int32(KILN_B_F32); b.data = d.data.baseAddress; keep = [d.data]
         case .quantized(let q):
-            b.kind = Int32(q.data.dtype == .int8 ? KILN_B_INT8 : KILN_B_UINT8)
+            switch q.data.dtype {
+            case .int8: b.kind = Int32(KILN_B_INT8)
+            case .uint8: b.kind = Int32(KILN_B_UINT8)
+            default: b.kind = Int32(KILN_B_INT4); b.is_signed = q.data.dtype == .int32 ? 1 : 0
+            }
             b.data = q.data.data.baseAddress
             b.scale = q.scale.data.baseAddress.assumingMemoryBound(to: Float.self)
             b.zero = q.zeroPoint.map { $0.data.baseAddress.assumingMemoryBound(to: Float.self) }
             b.k_block = k / q.scale.shape[0]
             keep = [q.data.data, q.scale.data]
         case .palettized(let p):
-            b.kind = Int32(KILN_B_LUT)
+            b.kind = Int32(p.indices.dtype == .uint32 ? KILN_B_LUT_K : KILN_B_LUT)
             b.data = p.indices.data.baseAddress
             b.lut = p.lut.data.baseAddress.assumingMemoryBound(to: Float.self)
             b.entries = p.lut.shape[1]
             b.group_size = n / p.lut.shape[0]
-            b.nbits = p.indices.shape[2] * 8 / nr
+            b.nbits = p.indices.dtype == .uint32 ? p.lut.shape[1].trailingZeroBitCount : p.indices.shape[2] * 8 / nr
             b.column_scale = p.scale.map { $0.data.baseAddress.assumingMemoryBound(to: Float.self) }
             keep = [p.indices.data, p.lut.data]
         }

@@ -76,7 +76,16 @@ enum {
     KILN_B_INT8 = 1,       // int8 entries q: (q - zero[kb][n]) * scale[kb][n]
     KILN_B_UINT8 = 2,      // uint8 entries, same formula
     KILN_B_LUT = 3,        // nbits-wide indices packed LSB-first per panel row: lut[group(n)][i] * scale[n]
+    // The layouts below pack along K: each panel is ceil(K / G) rows of nr uint32 words, word
+    // (g, j) holding column j's values for k = g·G + t at bits [t·w, t·w + w) (w bits a value,
+    // G = 32 / w of them a word, unused high bits and rows past K zero). A microkernel loads one
+    // row of words and gets G steps of k from it by shifts alone.
+    KILN_B_INT4 = 4,       // 4-bit integers (w = 4, G = 8), two's complement when is_signed; scale and zero as KILN_B_INT8
+    KILN_B_LUT_K = 5,      // nbits-wide table indices (w = nbits, G = 32 / nbits): lut[group(n)][i] * scale[n]
 };
+
+/// Values a uint32 word of a K-packed layout (KILN_B_INT4, KILN_B_LUT_K) holds: 32 / bits.
+static inline size_t kiln_k_pack_group(size_t bits) { return bits ? 32 / bits : 0; }
 
 typedef struct kiln_packed_b {
     int kind;
@@ -91,6 +100,10 @@ typedef struct kiln_packed_b {
     const float *lut;
     size_t entries, group_size, nbits;
     const float *column_scale;
+    int is_signed;             // KILN_B_INT4: two's complement nibbles
+    // The microkernel for a compressed B (decoding in registers), or NULL: each panel is then
+    // decoded into scratch and the float32 microkernel runs on it.
+    const struct kiln_packed_b_ukernel *q_ukernel;
 } kiln_packed_b;
 
 typedef struct kiln_epilogue {
@@ -119,6 +132,36 @@ typedef struct kiln_tile_args {
 /// past mr zero). `t` is NULL for no epilogue.
 typedef void (*kiln_f32_gemm_ukernel)(size_t mr, size_t nc, size_t k, const float *a, size_t lda,
                                       const float *b, size_t ldb, float *c, size_t ldc, const kiln_tile_args *t);
+
+/// A microkernel over a compressed B (KILN_B_INT8 … KILN_B_LUT_K): as `kiln_f32_gemm_ukernel`
+/// with B panel `panel` of `b` decoded inside the k loop (integers widened, table indices
+/// looked up in registers), the per-column scale applied to the accumulators and per-block
+/// scales at decode. Layouts a kernel has no register path for are decoded a block of k at a
+/// time into a buffer on the stack and multiplied by the float32 microkernel of the same tile.
+typedef void (*kiln_q_gemm_fn)(size_t mr, size_t nc, size_t k, const float *a, size_t lda, const struct kiln_packed_b *b,
+                               size_t panel, float *c, size_t ldc, const kiln_tile_args *t);
+typedef struct kiln_packed_b_ukernel {
+    kiln_q_gemm_fn fn;
+} kiln_packed_b_ukernel;
+
+#define KILN_Q_UKERNEL_PARAMS size_t mr, size_t nc, size_t k, const float *a, size_t lda, const struct kiln_packed_b *b, \
+    size_t panel, float *c, size_t ldc, const kiln_tile_args *t
+void kiln_q_gemm_4x8__scalar(KILN_Q_UKERNEL_PARAMS);
+void kiln_q_gemm_4x16__scalar(KILN_Q_UKERNEL_PARAMS);
+#if defined(__x86_64__)
+void kiln_q_gemm_6x16__avx2(KILN_Q_UKERNEL_PARAMS);
+void kiln_q_gemm_8x32__avx512(KILN_Q_UKERNEL_PARAMS);
+#endif
+#if defined(__aarch64__)
+void kiln_q_gemm_4x8__neon(KILN_Q_UKERNEL_PARAMS);
+#endif
+
+/// The compressed-B microkernel of the float32 microkernel `name` (same tile), or NULL.
+const kiln_packed_b_ukernel *kiln_q_gemm_ukernel_named(const char *name);
+
+/// Decodes rows [k0, k0 + kc) of panel `p` of a packed B into `out` (kc x nr float32), each
+/// value dequantized as the layout says.
+void kiln_unpack_b_rows(const struct kiln_packed_b *b, size_t p, size_t k0, size_t kc, float *out);
 
 /// The GEMM microkernels: name, rows, panel width, required feature bit.
 #define KILN_F32_GEMM_UKERNELS_X86(X) \

@@ -210,6 +210,21 @@ public struct KernelID: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The compressed-weight microkernel of a tiled kernel's tile (decoding int8, int4 and table
+    /// panels in its k loop), when this build and host have it.
+    package var compressedMicrokernel: UnsafePointer<kiln_packed_b_ukernel>? {
+        guard let tile, isa.isRunnableOnHost else { return nil }
+        let name: String
+        switch (tile.mr, tile.nr, isa) {
+        case (4, 8, .scalar): name = "f32_gemm_4x8__scalar"
+        case (6, 16, .avx2): name = "f32_gemm_6x16__avx2"
+        case (8, 32, .avx512): name = "f32_gemm_8x32__avx512"
+        case (4, 8, .neon): name = "f32_gemm_4x8__neon"
+        default: return nil
+        }
+        return kiln_q_gemm_ukernel_named(name)
+    }
+
     /// The C microkernel of a tiled kernel, when this build and host have it.
     package var microkernel: kiln_f32_gemm_ukernel? {
         guard let tile, isa.isRunnableOnHost else { return nil }

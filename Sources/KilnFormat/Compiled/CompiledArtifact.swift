@@ -69,14 +69,15 @@ public struct RuntimeVersion: Sendable, Comparable, CustomStringConvertible {
 /// Constants of the compiled-artifact layout.
 public enum CompiledFormat {
     /// The artifact format version this build writes and the newest it reads.
-    public static let currentVersion = 4
-    /// The oldest artifact format version this build reads (version 4 adds the channels-last
-    /// kernels, version 3 packs convolution weights in row tiles; every kernel of version 3 remains).
+    public static let currentVersion = 5
+    /// The oldest artifact format version this build reads (version 5 packs 4-bit and table
+    /// weights along K, version 4 adds the channels-last kernels, version 3 packs convolution
+    /// weights in row tiles; every kernel and layout of version 3 remains).
     public static let oldestReadableVersion = 3
     /// The runtime version of this build.
-    public static let runtimeVersion = RuntimeVersion(0, 4)
-    /// The oldest runtime that can run what this compiler emits (the first with the channels-last kernels).
-    public static let oldestCompatibleRuntime = RuntimeVersion(0, 4)
+    public static let runtimeVersion = RuntimeVersion(0, 5)
+    /// The oldest runtime that can run what this compiler emits (the first with compressed weights packed along K).
+    public static let oldestCompatibleRuntime = RuntimeVersion(0, 5)
     /// The compiler version of this build.
     public static let compilerVersion = "0.5.0"
     /// The artifact file extension.

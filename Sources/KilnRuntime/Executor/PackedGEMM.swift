@@ -39,30 +39,44 @@ struct PackedGEMM: @unchecked Sendable {
             b.kind = Int32(KILN_B_F32)
             b.data = d.data.baseAddress
             storage = [d.data]
+        case .quantized(let q) where q.data.dtype == .int32 || q.data.dtype == .uint32:
+            // int4 / uint4 packed along K: eight values of a column per word.
+            try expect(q.data, q.data.dtype, [panels, (k + 7) / 8, nr], "data")
+            try Self.checkScales(q, name: w.name, k: k, columns: panels * nr)
+            guard q.scale.shape[0] == 1 || (k / q.scale.shape[0]) % 8 == 0 else {
+                throw OpError("packed weight '\(w.name)' has K blocks of \(k / q.scale.shape[0]), not a multiple of 8")
+            }
+            b.kind = Int32(KILN_B_INT4)
+            b.is_signed = q.data.dtype == .int32 ? 1 : 0
+            Self.setScales(q, &b, k: k)
+            storage = [q.data.data, q.scale.data] + (q.zeroPoint.map { [$0.data] } ?? [])
         case .quantized(let q):
             guard q.data.dtype == .int8 || q.data.dtype == .uint8 else { throw OpError("packed weight '\(w.name)' has \(q.data.dtype.rawValue) data") }
             try expect(q.data, q.data.dtype, [panels, k, nr], "data")
-            guard q.scale.shape.count == 2, q.scale.shape[1] == panels * nr, q.scale.shape[0] >= 1, k % q.scale.shape[0] == 0 else {
-                throw OpError("packed weight '\(w.name)' scale has shape \(q.scale.shape)")
-            }
-            try expect(q.scale, .float32, q.scale.shape, "scale")
-            if let z = q.zeroPoint { try expect(z, .float32, q.scale.shape, "zero point") }
+            try Self.checkScales(q, name: w.name, k: k, columns: panels * nr)
             b.kind = Int32(q.data.dtype == .int8 ? KILN_B_INT8 : KILN_B_UINT8)
-            b.data = q.data.data.baseAddress
-            b.scale = q.scale.data.baseAddress.assumingMemoryBound(to: Float.self)
-            b.zero = q.zeroPoint.map { $0.data.baseAddress.assumingMemoryBound(to: Float.self) }
-            b.k_block = k / q.scale.shape[0]
+            Self.setScales(q, &b, k: k)
             storage = [q.data.data, q.scale.data] + (q.zeroPoint.map { [$0.data] } ?? [])
         case .palettized(let p):
-            guard p.indices.shape.count == 3, p.indices.shape[0] == panels, p.indices.shape[1] == k,
-                  (p.indices.shape[2] * 8) % nr == 0 else { throw OpError("packed weight '\(w.name)' indices have shape \(p.indices.shape)") }
-            let bits = p.indices.shape[2] * 8 / nr
+            let bits: Int
+            if p.indices.dtype == .uint32 {
+                // Packed along K: 32 / bits indices of a column per word.
+                bits = p.lut.shape.count == 2 ? p.lut.shape[1].trailingZeroBitCount : 0
+                guard [1, 2, 3, 4, 6, 8].contains(bits) else { throw OpError("packed weight '\(w.name)' table has shape \(p.lut.shape)") }
+                let g = 32 / bits
+                try expect(p.indices, .uint32, [panels, (k + g - 1) / g, nr], "indices")
+                b.kind = Int32(KILN_B_LUT_K)
+            } else {
+                guard p.indices.shape.count == 3, p.indices.shape[0] == panels, p.indices.shape[1] == k,
+                      (p.indices.shape[2] * 8) % nr == 0 else { throw OpError("packed weight '\(w.name)' indices have shape \(p.indices.shape)") }
+                bits = p.indices.shape[2] * 8 / nr
+                b.kind = Int32(KILN_B_LUT)
+            }
             guard [1, 2, 3, 4, 6, 8].contains(bits), p.lut.shape.count == 2, p.lut.shape[1] == 1 << bits,
                   p.lut.shape[0] >= 1, n % p.lut.shape[0] == 0, p.lut.dtype == .float32 else {
                 throw OpError("packed weight '\(w.name)' table has shape \(p.lut.shape)")
             }
             if let s = p.scale { try expect(s, .float32, [n], "scale") }
-            b.kind = Int32(KILN_B_LUT)
             b.data = p.indices.data.baseAddress
             b.lut = p.lut.data.baseAddress.assumingMemoryBound(to: Float.self)
             b.entries = 1 << bits
@@ -71,7 +85,26 @@ struct PackedGEMM: @unchecked Sendable {
             b.column_scale = p.scale.map { $0.data.baseAddress.assumingMemoryBound(to: Float.self) }
             storage = [p.indices.data, p.lut.data] + (p.scale.map { [$0.data] } ?? [])
         }
+        if b.kind != Int32(KILN_B_F32) { b.q_ukernel = id.compressedMicrokernel }
         self.b = b
+    }
+
+    /// Checks a packed quantized weight's scale (and zero point): float32 [K blocks, padded N].
+    private static func checkScales(_ q: QuantizedWeight, name: String, k: Int, columns: Int) throws {
+        guard q.scale.shape.count == 2, q.scale.shape[1] == columns, q.scale.shape[0] >= 1, k % q.scale.shape[0] == 0,
+              q.scale.dtype == .float32, q.scale.data.count == q.scale.shape[0] * columns * 4 else {
+            throw OpError("packed weight '\(name)' scale is \(q.scale.dtype.rawValue)\(q.scale.shape), expected float32 [K blocks, \(columns)]")
+        }
+        if let z = q.zeroPoint, z.dtype != .float32 || z.shape != q.scale.shape {
+            throw OpError("packed weight '\(name)' zero point is \(z.dtype.rawValue)\(z.shape), expected float32\(q.scale.shape)")
+        }
+    }
+
+    private static func setScales(_ q: QuantizedWeight, _ b: inout kiln_packed_b, k: Int) {
+        b.data = q.data.data.baseAddress
+        b.scale = q.scale.data.baseAddress.assumingMemoryBound(to: Float.self)
+        b.zero = q.zeroPoint.map { $0.data.baseAddress.assumingMemoryBound(to: Float.self) }
+        b.k_block = k / q.scale.shape[0]
     }
 
     init(b: kiln_packed_b, ukernel: kiln_f32_gemm_ukernel, mr: Int, storage: [ByteStorage] = []) {
