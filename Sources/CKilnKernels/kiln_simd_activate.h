@@ -65,6 +65,9 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) __m256 kiln_recip2
 #define KILN_ACT_DIV(a, b) _mm512_mul_ps(a, kiln_recip512(b))
 #define KILN_ACT_ADD(a, b) _mm512_add_ps(a, b)
 #define KILN_ACT_NEG(v) _mm512_sub_ps(_mm512_setzero_ps(), v)
+#define KILN_ACT_ABS(v) _mm512_abs_ps(v)
+#define KILN_ACT_COPYSIGN(m, s) _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(m), _mm512_castps_si512(s), \
+                                                                          _mm512_set1_epi32(INT32_MIN), 0xd8))
 #include "kiln_simd_activate_body.h"
 
 #define KILN_ACT_TARGET KILN_TARGET_AVX2
@@ -81,6 +84,8 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) __m256 kiln_recip2
 #define KILN_ACT_DIV(a, b) _mm256_mul_ps(a, kiln_recip256(b))
 #define KILN_ACT_ADD(a, b) _mm256_add_ps(a, b)
 #define KILN_ACT_NEG(v) _mm256_sub_ps(_mm256_setzero_ps(), v)
+#define KILN_ACT_ABS(v) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)
+#define KILN_ACT_COPYSIGN(m, s) _mm256_or_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), m), _mm256_and_ps(_mm256_set1_ps(-0.0f), s))
 #include "kiln_simd_activate_body.h"
 #endif
 #endif

@@ -81,14 +81,14 @@ static inline __attribute__((always_inline)) void kiln_tile_epilogue(size_t rows
 }
 
 /// Whether the GEMM microkernels apply `op` to their accumulators (piecewise-linear functions of a
-/// few min/max/multiply steps, and sigmoid and SiLU through a vector exp); others run over the
-/// stored tile.
+/// few min/max/multiply steps, and sigmoid, SiLU and both GELU forms through a vector exp); others
+/// run over the stored tile.
 /// (A clip whose bounds cross takes the stored path, which keeps the scalar form's order.)
 static inline int kiln_unary_in_registers(const kiln_tile_args *t) {
     const int op = t->activation;
     return op == KILN_UNARY_NONE || op == KILN_UNARY_IDENTITY || op == KILN_UNARY_RELU || op == KILN_UNARY_HARD_SWISH ||
            op == KILN_UNARY_HARD_SIGMOID || (op == KILN_UNARY_CLIP && t->alpha <= t->beta) || op == KILN_UNARY_LEAKY_RELU ||
-           op == KILN_UNARY_SIGMOID || op == KILN_UNARY_SILU;
+           op == KILN_UNARY_SIGMOID || op == KILN_UNARY_SILU || op == KILN_UNARY_GELU || op == KILN_UNARY_GELU_TANH;
 }
 
 /// A microkernel's epilogue over its stored tile (biases and activation; `accumulate` is the

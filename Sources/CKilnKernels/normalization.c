@@ -75,23 +75,53 @@ static inline __attribute__((always_inline)) void kiln_reduce_body(int op, size_
     }
 }
 
-static inline __attribute__((always_inline)) void kiln_softmax_row(int op, size_t n, const float *x, float *y) {
+// Row reductions keep 16 independent partial results (one vector's worth, or two on AVX2), so the
+// loops vectorize without reassociating a single running sum, and no add waits on the one before.
+#define KILN_LANES 16
+
+static inline __attribute__((always_inline)) float kiln_row_max(size_t n, const float *x) {
+    float lanes[KILN_LANES];
+    for (size_t l = 0; l < KILN_LANES; l++) lanes[l] = -INFINITY;
+    size_t i = 0;
+    for (; i + KILN_LANES <= n; i += KILN_LANES)
+        for (size_t l = 0; l < KILN_LANES; l++) lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
     float m = -INFINITY;
-    for (size_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
-    float sum = 0;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (size_t l = 0; l < KILN_LANES; l++) m = lanes[l] > m ? lanes[l] : m;
+    return m;
+}
+
+static inline __attribute__((always_inline)) float kiln_lanes_total(const float *lanes, float tail) {
+    float s = tail;
+    for (size_t l = 0; l < KILN_LANES; l++) s += lanes[l];
+    return s;
+}
+
+static inline __attribute__((always_inline)) void kiln_softmax_row(int op, size_t n, const float *x, float *y) {
+    const float m = kiln_row_max(n, x);
+    float lanes[KILN_LANES] = {0}, tail = 0;
+    size_t i = 0;
     if (op == KILN_LOG_SOFTMAX) {
-        for (size_t i = 0; i < n; i++) sum += kiln_exp(x[i] - m);
-        const float l = m + logf(sum);
-        for (size_t i = 0; i < n; i++) y[i] = x[i] - l;
+        for (; i + KILN_LANES <= n; i += KILN_LANES)
+            for (size_t l = 0; l < KILN_LANES; l++) lanes[l] += kiln_exp(x[i + l] - m);
+        for (; i < n; i++) tail += kiln_exp(x[i] - m);
+        const float lse = m + logf(kiln_lanes_total(lanes, tail));
+        for (size_t j = 0; j < n; j++) y[j] = x[j] - lse;
         return;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (; i + KILN_LANES <= n; i += KILN_LANES)
+        for (size_t l = 0; l < KILN_LANES; l++) {
+            const float e = kiln_exp(x[i + l] - m);
+            y[i + l] = e;
+            lanes[l] += e;
+        }
+    for (; i < n; i++) {
         const float e = kiln_exp(x[i] - m);
         y[i] = e;
-        sum += e;
+        tail += e;
     }
-    const float inv = 1.0f / sum;
-    for (size_t i = 0; i < n; i++) y[i] *= inv;
+    const float inv = 1.0f / kiln_lanes_total(lanes, tail);
+    for (size_t j = 0; j < n; j++) y[j] *= inv;
 }
 
 static inline __attribute__((always_inline)) void kiln_softmax_body(int op, size_t outer, size_t n, size_t inner,
@@ -127,14 +157,20 @@ static inline __attribute__((always_inline)) void kiln_layer_norm_body(size_t ro
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * n;
         float *yr = y + r * n;
-        float sum = 0;
-        for (size_t i = 0; i < n; i++) sum += xr[i];
-        const float mean = sum / (float)n;
-        float var = 0;
-        for (size_t i = 0; i < n; i++) { const float d = xr[i] - mean; var += d * d; }
-        const float inv = 1.0f / sqrtf(var / (float)n + epsilon);
-        if (beta) for (size_t i = 0; i < n; i++) yr[i] = (xr[i] - mean) * inv * gamma[i] + beta[i];
-        else for (size_t i = 0; i < n; i++) yr[i] = (xr[i] - mean) * inv * gamma[i];
+        float lanes[KILN_LANES] = {0}, tail = 0;
+        size_t i = 0;
+        for (; i + KILN_LANES <= n; i += KILN_LANES)
+            for (size_t l = 0; l < KILN_LANES; l++) lanes[l] += xr[i + l];
+        for (; i < n; i++) tail += xr[i];
+        const float mean = kiln_lanes_total(lanes, tail) / (float)n;
+        for (size_t l = 0; l < KILN_LANES; l++) lanes[l] = 0;
+        tail = 0;
+        for (i = 0; i + KILN_LANES <= n; i += KILN_LANES)
+            for (size_t l = 0; l < KILN_LANES; l++) { const float d = xr[i + l] - mean; lanes[l] += d * d; }
+        for (; i < n; i++) { const float d = xr[i] - mean; tail += d * d; }
+        const float inv = 1.0f / sqrtf(kiln_lanes_total(lanes, tail) / (float)n + epsilon);
+        if (beta) for (size_t j = 0; j < n; j++) yr[j] = (xr[j] - mean) * inv * gamma[j] + beta[j];
+        else for (size_t j = 0; j < n; j++) yr[j] = (xr[j] - mean) * inv * gamma[j];
     }
 }
 

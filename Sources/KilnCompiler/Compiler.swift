@@ -6,6 +6,7 @@ public enum Compiler {
     public static let passes: [String: any CompilerPass] = [
         DeadCodeElimination.name: DeadCodeElimination(),
         ConstantFolding.name: ConstantFolding(),
+        GeluFusion.name: GeluFusion(),
         BatchNormFolding.name: BatchNormFolding(),
         EpilogueFusion.name: EpilogueFusion(),
         ChannelsLastLayout.name: ChannelsLastLayout(),
@@ -14,10 +15,10 @@ public enum Compiler {
         Lowering.name: Lowering(),
     ]
 
-    /// The default pipeline: clean up, fold, fuse, choose the layout, fold pads, fuse residuals and
-    /// the activations the layout made adjacent, lower.
+    /// The default pipeline: clean up, fold, recognize GELU, fuse, choose the layout, fold pads, fuse
+    /// residuals and the activations the layout made adjacent, lower.
     public static let defaultPipeline = [
-        DeadCodeElimination.name, ConstantFolding.name, BatchNormFolding.name, EpilogueFusion.name, ChannelsLastLayout.name,
+        DeadCodeElimination.name, ConstantFolding.name, GeluFusion.name, BatchNormFolding.name, EpilogueFusion.name, ChannelsLastLayout.name,
         PadFolding.name, ResidualFusion.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
     ]
 

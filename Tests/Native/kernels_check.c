@@ -67,7 +67,8 @@ static void check_ukernel(const char *name) {
     }
     const size_t depths[] = {1, 2, 3, 8, 17, 64};
     const int activations[][3] = {{KILN_UNARY_NONE}, {KILN_UNARY_RELU}, {KILN_UNARY_CLIP}, {KILN_UNARY_SILU},
-                                  {KILN_UNARY_SIGMOID}, {KILN_UNARY_GELU}, {KILN_UNARY_HARD_SWISH}, {KILN_UNARY_TANH}};
+                                  {KILN_UNARY_SIGMOID}, {KILN_UNARY_GELU}, {KILN_UNARY_HARD_SWISH}, {KILN_UNARY_TANH},
+                                  {KILN_UNARY_GELU_TANH}};
     unsigned state = 12345;
     const size_t kmax = 64, ldc = knr + 5;
     float *a = malloc(sizeof(float) * kmax * (kmax + 3)), *b = malloc(sizeof(float) * kmax * knr);
@@ -78,7 +79,7 @@ static void check_ukernel(const char *name) {
         for (size_t nc = 1; nc <= knr; nc++)
             for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++)
                 for (int packed = 0; packed < 2; packed++)
-                    for (int variant = 0; variant < 11; variant++) {
+                    for (int variant = 0; variant < 12; variant++) {
                         const size_t k = depths[d], lda = packed ? 0 : k + 3;
                         for (size_t i = 0; i < kmax * (kmax + 3); i++) a[i] = value(&state);
                         if (packed) // rows past mr are zero in a packed A
@@ -91,12 +92,12 @@ static void check_ukernel(const char *name) {
                         kiln_tile_args args = {0};
                         const kiln_tile_args *t = NULL;
                         if (variant > 0) {
-                            args.activation = activations[(variant - 1) % 8][0];
+                            args.activation = activations[(variant - 1) % 9][0];
                             args.alpha = -0.5f;
                             args.beta = 0.5f;
                             args.col_bias = variant % 2 ? col : NULL;
                             args.row_bias = variant % 3 == 0 ? row : NULL;
-                            args.accumulate = variant >= 9;
+                            args.accumulate = variant >= 10;
                             t = &args;
                         }
                         fn(mr, nc, k, a, lda, b, knr, got, ldc, t);
