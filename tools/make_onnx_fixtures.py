@@ -37,7 +37,7 @@ def tensor_json(a):
             "shape": list(a.shape), "data": [bool(v) if a.dtype == np.bool_ else number(v) for v in a.reshape(-1).tolist()]}
 
 
-def save(name, model, feeds=None, check=True):
+def save(name, model, feeds=None, check=True, exact=False):
     model.ir_version = min(model.ir_version or 10, 10)
     if check:
         onnx.checker.check_model(model)
@@ -45,7 +45,13 @@ def save(name, model, feeds=None, check=True):
     with open(path, "wb") as f:
         f.write(model.SerializeToString())
     if feeds is not None:
-        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        # exact: onnxruntime's graph optimizations off, so its outputs are the model's own
+        # arithmetic (optimized, it fuses DequantizeLinear + MatMul into an integer matmul that
+        # quantizes the activations too).
+        options = ort.SessionOptions()
+        if exact:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         results = sess.run(None, feeds)
         cases.append({"name": name, "inputs": {k: tensor_json(v) for k, v in feeds.items()},
                       "outputs": {o.name: tensor_json(r) for o, r in zip(sess.get_outputs(), results)}})
@@ -271,6 +277,43 @@ save("if_undefined_outer", model(
     [helper.make_node("If", ["flag"], ["y"], then_branch=helper.make_graph([helper.make_node("Neg", ["missing"], ["a"])], "t", [], [vi("a", TensorProto.FLOAT, [2])]),
                       else_branch=helper.make_graph([helper.make_node("Neg", ["x"], ["b"])], "e", [], [vi("b", TensorProto.FLOAT, [2])]), name="branchy")],
     [vi("x", TensorProto.FLOAT, [2]), vi("flag", TensorProto.BOOL, [])], [vi("y", TensorProto.FLOAT, [2])]), check=False)
+
+# Weight-only int8 quantization as exporters write it: a two-layer MLP whose MatMul weights are
+# int8 initializers behind DequantizeLinear (per output channel, axis 1; the second affine
+# uint8 with zero points, in blocks of 16 along K), a Gemm whose weight is Cast(int8) · scale,
+# and an embedding table (per row) read by Gather.
+def symmetric_int8(w, axis):
+    scale = np.abs(w).max(axis=axis, keepdims=True) / 127
+    return np.clip(np.round(w / scale), -127, 127).astype(np.int8), scale.astype(np.float32)
+
+
+w1, w2, w3, table = f32(64, 96), f32(96, 48), f32(40, 48), f32(50, 64)
+q1, s1 = symmetric_int8(w1, 0)
+q3, s3 = symmetric_int8(w3, 1)
+qt, st = symmetric_int8(table, 1)
+blocks = w2.reshape(6, 16, 48)
+lo, hi = np.minimum(blocks.min(axis=1), 0), np.maximum(blocks.max(axis=1), 0)
+s2 = ((hi - lo) / 255).astype(np.float32)
+z2 = np.clip(np.round(-lo / s2), 0, 255).astype(np.uint8)
+q2 = np.clip(np.round(w2 / np.repeat(s2, 16, axis=0)) + np.repeat(z2, 16, axis=0), 0, 255).astype(np.uint8)
+save("int8_weights", model(
+    [helper.make_node("DequantizeLinear", ["table_q", "table_s"], ["table"], axis=0),
+     helper.make_node("Gather", ["table", "ids"], ["emb"]),
+     helper.make_node("DequantizeLinear", ["w1_q", "w1_s"], ["w1"], axis=1),
+     helper.make_node("MatMul", ["emb", "w1"], ["h1"]), helper.make_node("Relu", ["h1"], ["a1"]),
+     helper.make_node("DequantizeLinear", ["w2_q", "w2_s", "w2_z"], ["w2"], axis=0, block_size=16),
+     helper.make_node("MatMul", ["a1", "w2"], ["h2"]),
+     helper.make_node("Cast", ["w3_q"], ["w3_f"], to=TensorProto.FLOAT), helper.make_node("Mul", ["w3_f", "w3_s"], ["w3"]),
+     helper.make_node("Reshape", ["h2", "flat"], ["h2f"]), helper.make_node("Gemm", ["h2f", "w3"], ["yf"], transB=1),
+     helper.make_node("Reshape", ["yf", "out_shape"], ["y"])],
+    [vi("ids", TensorProto.INT64, [3, 5])], [vi("y", TensorProto.FLOAT, [3, 5, 40])],
+    [numpy_helper.from_array(qt, "table_q"), numpy_helper.from_array(st.reshape(50), "table_s"),
+     numpy_helper.from_array(q1, "w1_q"), numpy_helper.from_array(s1.reshape(96), "w1_s"),
+     numpy_helper.from_array(q2, "w2_q"), numpy_helper.from_array(s2, "w2_s"), numpy_helper.from_array(z2, "w2_z"),
+     numpy_helper.from_array(q3, "w3_q"), numpy_helper.from_array(s3, "w3_s"),
+     numpy_helper.from_array(np.array([15, 48], dtype=np.int64), "flat"), numpy_helper.from_array(np.array([3, 5, 40], dtype=np.int64), "out_shape")],
+    opset=21),
+    {"ids": rng.integers(0, 50, size=(3, 5)).astype(np.int64)}, check=False, exact=True)
 
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))

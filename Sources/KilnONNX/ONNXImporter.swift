@@ -102,6 +102,9 @@ final class Conversion {
     /// Values the model states as constants (initializers and Constant nodes), as opposed
     /// to values folded from them.
     var sourceConstants = Set<String>()
+    /// Integer initializers folded through a `Cast` to float32, by the cast's output (see
+    /// `NodeConverter.keepScaledIntegers`).
+    var integerCasts: [String: NDArray] = [:]
 
     /// The conversion of the graph around this one when this one converts a subgraph (a branch
     /// or loop body), else `nil`.

@@ -2,6 +2,7 @@ import Foundation
 import KilnCompiler
 import KilnCompression
 import KilnFormat
+import KilnONNX
 import KilnReference
 @testable import KilnRuntime
 import XCTest
@@ -75,6 +76,28 @@ final class CompressedGEMMTests: XCTestCase {
                                                                  label: "\(text) \(arch.name) m=\(m)")
                 }
             }
+        }
+    }
+
+    /// An ONNX model with int8 weights behind DequantizeLinear (and Cast/Mul) compiles with the
+    /// weights still int8 in the artifact and runs through the compressed kernels.
+    func testImportedInt8WeightsRunCompressed() async throws {
+        let model = try ONNXImporter.convert(contentsOf: "\(repositoryRoot)/Tests/Fixtures/onnx/models/int8_weights.onnx")
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var rng = SplitMix64(seed: 3)
+        let ids = NDArray(shape: [3, 5], scalars: (0 ..< 15).map { _ in Int64(rng.below(50)) })
+        for arch in runnableArchitectures {
+            let path = "\(dir)/m.\(arch.name).compiled"
+            try compileArtifact(model, arch, to: path)
+            try assertNoReferenceSteps(path, arch.name)
+            let artifact = try CompiledArtifact.read(at: path, verifyWeights: true)
+            let packed = artifact.plan.model.weights.filter { $0.name.contains("@") }
+            XCTAssertEqual(packed.count, 3, arch.name)
+            for w in packed {
+                guard case .quantized = w.encoding else { return XCTFail("\(arch.name): \(w.name) is not quantized") }
+            }
+            _ = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: ["ids": ids], label: arch.name)
         }
     }
 }

@@ -113,6 +113,24 @@ final class ONNXModelTests: XCTestCase {
         try convertAndCheck("float64_constant")
     }
 
+    func testInt8WeightsStayQuantized() throws {
+        // DequantizeLinear per axis, blocked with zero points, and the Cast/Mul form: each weight
+        // imports as a quantized weight (its int8/uint8 bytes kept), the outputs still match onnxruntime.
+        let model = try convertAndCheck("int8_weights")
+        var quantized = 0, stored = 0, dense = 0
+        for w in model.weights {
+            if case .quantized(let q) = w.encoding {
+                quantized += 1
+                XCTAssertTrue([.int8, .uint8].contains(q.data.dtype), w.name)
+                stored += q.data.data.count + q.scale.data.count + (q.zeroPoint?.data.count ?? 0)
+                dense += w.elementCount * 4
+            }
+        }
+        XCTAssertEqual(quantized, 4, "\(model.weights.map(\.name))")
+        XCTAssertLessThan(Double(stored), 0.3 * Double(dense))
+        XCTAssertFalse(model.functions[0].operations.contains { $0.opType == "dequantize_linear" })
+    }
+
     func testUnsupportedOperatorsAreListedTogether() throws {
         XCTAssertThrowsError(try ONNXImporter.convert(contentsOf: "\(dir)/unsupported_ops.onnx")) { error in
             XCTAssertEqual("\(error)", "\(self.dir)/unsupported_ops.onnx: unsupported operators: Frobnicate ×2 (com.example, opset 3)")
