@@ -86,6 +86,109 @@ def paired(kiln, artifact, extra, onnx_path, inputs, repeat, threads, rounds):
     return float(np.median(ks)), float(np.median(os_)), float(np.median(ratios)), float(np.median(kload)), float(np.median(oload))
 
 
+# Compressed variants of MiniLM compiled for the host, each timed against the float32 artifact in
+# alternating rounds: int8 per channel, and 4-bit k-means tables per group of 16 output channels.
+COMPRESSED = [
+    ("int8 per channel", {"global": {"mode": "linear_symmetric", "dtype": "int8", "granularity": "per_channel"}}),
+    ("4-bit palettized per 16 channels", {"global": {"mode": "kmeans", "nbits": 4, "granularity": "per_grouped_channel",
+                                                     "group_size": 16}}),
+]
+
+
+def compressed_rows(kiln, tmp, stem, float_artifact, extra, repeat, threads, rounds):
+    """(label, median ms, float32 median ms, median ratio, package bytes, float32 package bytes) per variant."""
+    out = []
+    for label, config in COMPRESSED:
+        tag = "".join(ch for ch in label if ch.isalnum())
+        cfg = os.path.join(tmp, f"{stem}-{tag}.json")
+        json.dump(config, open(cfg, "w"))
+        package = os.path.join(tmp, f"{stem}-{tag}.kiln")
+        subprocess.run([kiln, "optimize", os.path.join(tmp, f"{stem}.kiln"), "--config", cfg, "-o", package], check=True, capture_output=True)
+        assets = json.loads(subprocess.run([kiln, "compile", package, "--arch", "host", "-o", os.path.join(tmp, f"{stem}-{tag}"), "--json"],
+                                           check=True, capture_output=True, text=True).stdout)
+        artifact = os.path.join(tmp, f"{stem}-{tag}", assets["artifacts"][0]["file"])
+        ks, fs, ratios = [], [], []
+        for _ in range(rounds):
+            f = kiln_bench(kiln, float_artifact, extra, repeat, threads)["latencySeconds"]["median"]
+            k = kiln_bench(kiln, artifact, extra, repeat, threads)["latencySeconds"]["median"]
+            ks.append(k)
+            fs.append(f)
+            ratios.append(k / f)
+        out.append((label, float(np.median(ks)), float(np.median(fs)), float(np.median(ratios)), tree_bytes(package),
+                    tree_bytes(os.path.join(tmp, f"{stem}.kiln"))))
+    return out
+
+
+def tree_bytes(path):
+    """Bytes of a file, or of every file under a directory (a package)."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def qdq_model(source, path):
+    """The ONNX model with every 2-D float32 initializer that feeds MatMul, Gemm or Gather replaced by
+    int8 values behind DequantizeLinear (symmetric, per output channel: axis 1 for MatMul's right
+    operand, 0 for Gemm with transB and for embedding rows): weight-only int8, as exporters write it."""
+    import onnx
+    from onnx import helper, numpy_helper
+    model = onnx.load(source)
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    axis_of = {}
+    for n in g.node:
+        for i, name in enumerate(n.input):
+            if name in inits and len(inits[name].dims) == 2 and inits[name].data_type == onnx.TensorProto.FLOAT:
+                if n.op_type == "MatMul" and i == 1:
+                    axis_of[name] = 1
+                elif n.op_type == "Gemm" and i == 1:
+                    axis_of[name] = 0 if any(a.name == "transB" and a.i for a in n.attribute) else 1
+                elif n.op_type == "Gather" and i == 0:
+                    axis_of[name] = 0
+    nodes = []
+    for name, axis in axis_of.items():
+        w = numpy_helper.to_array(inits[name])
+        scale = np.abs(w).max(axis=1 - axis) / 127
+        scale[scale == 0] = 1
+        q = np.clip(np.round(w / np.expand_dims(scale, 1 - axis)), -127, 127).astype(np.int8)
+        g.initializer.remove(inits[name])
+        g.initializer.extend([numpy_helper.from_array(q, name + "_q"), numpy_helper.from_array(scale.astype(np.float32), name + "_scale")])
+        nodes.append(helper.make_node("DequantizeLinear", [name + "_q", name + "_scale"], [name], axis=axis))
+    for n in reversed(nodes):
+        g.node.insert(0, n)
+    if model.opset_import[0].version < 13:
+        model.opset_import[0].version = 13
+    onnx.save(model, path)
+    return len(nodes)
+
+
+def qdq_row(kiln, tmp, stem, onnx_path, inputs, extra, repeat, threads, rounds):
+    """A weight-only int8 (QDQ) ONNX model: converted package size against the float32 package,
+    largest output difference from onnxruntime's exact (unoptimized) result, and Kiln's compiled
+    latency against onnxruntime's (optimized) session."""
+    import onnxruntime as ort
+    path = os.path.join(tmp, f"{stem}-qdq.onnx")
+    count = qdq_model(onnx_path, path)
+    package = os.path.join(tmp, f"{stem}-qdq.kiln")
+    subprocess.run([kiln, "convert", path, "-o", package], check=True, capture_output=True)
+    assets = json.loads(subprocess.run([kiln, "compile", package, "--arch", "host", "-o", os.path.join(tmp, f"{stem}-qdq"), "--json"],
+                                       check=True, capture_output=True, text=True).stdout)
+    artifact = os.path.join(tmp, f"{stem}-qdq", assets["artifacts"][0]["file"])
+    out_dir = os.path.join(tmp, f"{stem}-qdq-out")
+    subprocess.run([kiln, "run", artifact, "--output-dir", out_dir] + extra, check=True, capture_output=True)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    diff = 0.0
+    listing = {o["name"]: o["file"] for o in json.load(open(os.path.join(out_dir, "outputs.json")))["outputs"]}
+    for o, want in zip(session.get_outputs(), session.run(None, inputs)):
+        got = np.load(os.path.join(out_dir, listing[o.name]))
+        if want.dtype.kind == "f":
+            diff = max(diff, float(np.abs(got - want).max()))
+    km, om, ratio, _, _ = paired(kiln, artifact, extra, path, inputs, repeat, threads, rounds)
+    return count, tree_bytes(package), tree_bytes(os.path.join(tmp, f"{stem}.kiln")), diff, km, om, ratio
+
+
 def machine_peak(tmp, threads):
     """The probe's JSON (FMA GFLOP/s, read GB/s), or None without a C compiler or off x86-64."""
     cc = shutil.which("clang") or shutil.which("cc")
@@ -175,6 +278,7 @@ def main():
     args = ap.parse_args()
     rows = []
     achieved = []
+    variants, qdq = [], None
     with tempfile.TemporaryDirectory() as tmp:
         peak = machine_peak(tmp, args.threads)
         cases = []
@@ -202,6 +306,9 @@ def main():
                 inputs[input_name] = np.load(file)
             km, om, ratio, kl, ol = paired(args.kiln, artifact, extra, onnx_path, inputs, args.repeat, args.threads, args.rounds)
             rows.append((name, assets["artifacts"][0]["arch"], km, om, kl, ol, ratio))
+            if stem == "minilm_l3_paraphrase":
+                variants = compressed_rows(args.kiln, tmp, stem, artifact, extra, args.repeat, args.threads, args.rounds)
+                qdq = qdq_row(args.kiln, tmp, stem, onnx_path, inputs, extra, args.repeat, args.threads, args.rounds)
             achieved.append((name, assets["artifacts"][0]["arch"], model_flops(onnx_path, inputs, tmp),
                              gemm_seconds(args.kiln, artifact, extra, args.threads)))
         for name, function, extra in ([] if args.only else EXAMPLES):
@@ -256,6 +363,14 @@ def main():
         print(f"per-step overhead ({steps} one-element adds): Kiln {overhead[0]:.0f} ns, onnxruntime {overhead[1]:.0f} ns")
         print(f"MiniLM package load: cold (specialize) {np.median(cold) * 1e3:.0f} ms, warm (cache hit) {np.median(warm) * 1e3:.1f} ms, "
               f"{np.median(cold) / np.median(warm):.0f}x")
+    for label, km, fm, r, size, fsize in variants:
+        print(f"MiniLM {label}: {km * 1e3:.3f} ms vs its float32 artifact {fm * 1e3:.3f} ms = {r:.2f}x "
+              f"(median of per-round ratios); package {size / 2**20:.1f} MiB vs {fsize / 2**20:.1f} MiB")
+    if qdq:
+        count, size, fsize, diff, km, om, r = qdq
+        print(f"MiniLM as weight-only int8 ONNX ({count} DequantizeLinear weights): package {size / 2**20:.1f} MiB vs float32 "
+              f"{fsize / 2**20:.1f} MiB ({size / fsize * 100:.0f}%); largest output difference from onnxruntime (exact) {diff:.2e}; "
+              f"Kiln {km * 1e3:.3f} ms, onnxruntime {om * 1e3:.3f} ms = {r:.2f}x")
     print(f"kiln/ort: median over {args.rounds} alternating rounds of the per-round ratio of medians ({args.repeat} runs each)")
     print(f"{'model':<26} {'arch':<10} {'kiln ms':>9} {'ort ms':>9} {'kiln/ort':>9} {'kiln load ms':>13} {'ort load ms':>12}")
     for name, arch, km, om, kl, ol, r in rows:
