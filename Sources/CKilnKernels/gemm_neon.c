@@ -7,6 +7,19 @@
 #include <arm_neon.h>
 #include <string.h>
 
+// Stores the 4 x 8 accumulators (row i's halves at acc[2i], acc[2i + 1]) into C[0..mr, 0..nc],
+// adding the tile already there with `accumulate`, then the epilogue over the stored tile.
+static inline __attribute__((always_inline)) void kiln_neon_store(const float32x4_t *acc, size_t mr, size_t nc, float *c, size_t ldc,
+                                                                  const kiln_tile_args *t) {
+    float tile[4][8];
+    for (int i = 0; i < 4; i++) { vst1q_f32(tile[i], acc[2 * i]); vst1q_f32(tile[i] + 4, acc[2 * i + 1]); }
+    for (size_t i = 0; i < mr; i++) {
+        if (t && t->accumulate) for (size_t j = 0; j < nc; j++) c[i * ldc + j] += tile[i][j];
+        else memcpy(c + i * ldc, tile[i], nc * sizeof(float));
+    }
+    if (t) kiln_tile_args_apply(mr, nc, c, ldc, t);
+}
+
 void kiln_f32_gemm_4x8__neon(KILN_UKERNEL_PARAMS) {
     // Packed A (lda == 0): row i of step p at a[p * 4 + i]; otherwise rows lda apart, rows past
     // `mr` reading the last valid row.
@@ -25,16 +38,8 @@ void kiln_f32_gemm_4x8__neon(KILN_UKERNEL_PARAMS) {
         c20 = vfmaq_n_f32(c20, b0, a2[q]); c21 = vfmaq_n_f32(c21, b1, a2[q]);
         c30 = vfmaq_n_f32(c30, b0, a3[q]); c31 = vfmaq_n_f32(c31, b1, a3[q]);
     }
-    float tile[4][8];
-    vst1q_f32(tile[0], c00); vst1q_f32(tile[0] + 4, c01);
-    vst1q_f32(tile[1], c10); vst1q_f32(tile[1] + 4, c11);
-    vst1q_f32(tile[2], c20); vst1q_f32(tile[2] + 4, c21);
-    vst1q_f32(tile[3], c30); vst1q_f32(tile[3] + 4, c31);
-    for (size_t i = 0; i < mr; i++) {
-        if (t && t->accumulate) for (size_t j = 0; j < nc; j++) c[i * ldc + j] += tile[i][j];
-        else memcpy(c + i * ldc, tile[i], nc * sizeof(float));
-    }
-    if (t) kiln_tile_args_apply(mr, nc, c, ldc, t);
+    const float32x4_t acc[8] = {c00, c01, c10, c11, c20, c21, c30, c31};
+    kiln_neon_store(acc, mr, nc, c, ldc, t);
 }
 
 // Compressed panels (4 rows x 8 columns): int8/uint8 rows widened in registers (two widening
@@ -92,16 +97,8 @@ static inline __attribute__((always_inline)) void kiln_q_neon_body(const int MOD
         c00 = vmulq_f32(c00, q0); c01 = vmulq_f32(c01, q1); c10 = vmulq_f32(c10, q0); c11 = vmulq_f32(c11, q1);
         c20 = vmulq_f32(c20, q0); c21 = vmulq_f32(c21, q1); c30 = vmulq_f32(c30, q0); c31 = vmulq_f32(c31, q1);
     }
-    float tile[4][8];
-    vst1q_f32(tile[0], c00); vst1q_f32(tile[0] + 4, c01);
-    vst1q_f32(tile[1], c10); vst1q_f32(tile[1] + 4, c11);
-    vst1q_f32(tile[2], c20); vst1q_f32(tile[2] + 4, c21);
-    vst1q_f32(tile[3], c30); vst1q_f32(tile[3] + 4, c31);
-    for (size_t i = 0; i < mr; i++) {
-        if (t && t->accumulate) for (size_t j = 0; j < nc; j++) c[i * ldc + j] += tile[i][j];
-        else memcpy(c + i * ldc, tile[i], nc * sizeof(float));
-    }
-    if (t) kiln_tile_args_apply(mr, nc, c, ldc, t);
+    const float32x4_t acc[8] = {c00, c01, c10, c11, c20, c21, c30, c31};
+    kiln_neon_store(acc, mr, nc, c, ldc, t);
 }
 
 #define KILN_Q_NEON(name, MODE, DEQ) \
