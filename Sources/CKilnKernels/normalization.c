@@ -87,14 +87,19 @@ static inline __attribute__((always_inline)) float kiln_row_max(size_t n, const 
         for (size_t l = 0; l < KILN_LANES; l++) lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
     float m = -INFINITY;
     for (; i < n; i++) m = x[i] > m ? x[i] : m;
-    for (size_t l = 0; l < KILN_LANES; l++) m = lanes[l] > m ? lanes[l] : m;
-    return m;
+    // Pairwise, so the steps do not wait on each other.
+    for (size_t half = KILN_LANES / 2; half > 0; half /= 2)
+        for (size_t l = 0; l < half; l++) lanes[l] = lanes[l + half] > lanes[l] ? lanes[l + half] : lanes[l];
+    return lanes[0] > m ? lanes[0] : m;
 }
 
+/// The sum of the lanes (pairwise) and the tail.
 static inline __attribute__((always_inline)) float kiln_lanes_total(const float *lanes, float tail) {
-    float s = tail;
-    for (size_t l = 0; l < KILN_LANES; l++) s += lanes[l];
-    return s;
+    float t[KILN_LANES];
+    for (size_t l = 0; l < KILN_LANES; l++) t[l] = lanes[l];
+    for (size_t half = KILN_LANES / 2; half > 0; half /= 2)
+        for (size_t l = 0; l < half; l++) t[l] += t[l + half];
+    return t[0] + tail;
 }
 
 static inline __attribute__((always_inline)) void kiln_softmax_row(int op, size_t n, const float *x, float *y) {
@@ -174,7 +179,102 @@ static inline __attribute__((always_inline)) void kiln_layer_norm_body(size_t ro
     }
 }
 
+// Attention heads [h_begin, h_end) of one batch entry, inputs in the 3-D layout: query i of head h
+// at q[i·q_row + h·d], key j at k[j·kv_row + h·d], value j at v[j·v_row + h·dv]; output
+// y[i·y_row + h·dv]. scores_j = scale · (q·k_j) + mask[h·mask_h + i·mask_i + j] (no mask: 0), a
+// softmax over j (a row whose best score is −∞ attends to nothing: zeros), then Σ_j p_j v_j.
+// Per head the keys are copied transposed into `scratch` ([d][w], w = skv rounded up to 16, zero
+// padded), so a query's scores accumulate 16 keys at a time in registers (two sets, even and odd
+// steps of d); the output row accumulates 16 values at a time the same way. Nothing else is
+// transposed or materialized. `scratch` holds w · (d + 1) floats.
+#define KILN_ATT_BLOCK 16
+static inline __attribute__((always_inline)) void kiln_attention_body(size_t sq, size_t skv, size_t d, size_t dv, size_t h_begin,
+                                                                      size_t h_end, const float *q, size_t q_row, const float *k,
+                                                                      size_t kv_row, const float *v, size_t v_row, const float *mask,
+                                                                      size_t mask_h, size_t mask_i, float scale, float *y,
+                                                                      size_t y_row, float *scratch) {
+    const size_t w = (skv + KILN_ATT_BLOCK - 1) / KILN_ATT_BLOCK * KILN_ATT_BLOCK;
+    float *scores = scratch, *kt = scratch + w;
+    for (size_t h = h_begin; h < h_end; h++) {
+        for (size_t e = 0; e < d; e++) {
+            float *row = kt + e * w;
+            for (size_t j = 0; j < skv; j++) row[j] = k[j * kv_row + h * d + e];
+            for (size_t j = skv; j < w; j++) row[j] = 0;
+        }
+        for (size_t i = 0; i < sq; i++) {
+            const float *qi = q + i * q_row + h * d;
+            for (size_t j0 = 0; j0 < w; j0 += KILN_ATT_BLOCK) {
+                float a0[KILN_ATT_BLOCK] = {0}, a1[KILN_ATT_BLOCK] = {0};
+                size_t e = 0;
+                for (; e + 2 <= d; e += 2) {
+                    const float q0 = qi[e], q1 = qi[e + 1];
+                    const float *r0 = kt + e * w + j0, *r1 = r0 + w;
+                    for (size_t l = 0; l < KILN_ATT_BLOCK; l++) { a0[l] += q0 * r0[l]; a1[l] += q1 * r1[l]; }
+                }
+                if (e < d) for (size_t l = 0; l < KILN_ATT_BLOCK; l++) a0[l] += qi[e] * kt[e * w + j0 + l];
+                for (size_t l = 0; l < KILN_ATT_BLOCK; l++) scores[j0 + l] = (a0[l] + a1[l]) * scale;
+            }
+            if (mask) {
+                const float *mi = mask + h * mask_h + i * mask_i;
+                for (size_t j = 0; j < skv; j++) scores[j] += mi[j];
+            }
+            const float top = kiln_row_max(skv, scores);
+            float *yi = y + i * y_row + h * dv;
+            if (top == -INFINITY) {
+                for (size_t e = 0; e < dv; e++) yi[e] = 0;
+                continue;
+            }
+            float lanes[KILN_LANES] = {0}, tail = 0;
+            size_t j = 0;
+            for (; j + KILN_LANES <= skv; j += KILN_LANES)
+                for (size_t l = 0; l < KILN_LANES; l++) {
+                    scores[j + l] = kiln_exp(scores[j + l] - top);
+                    lanes[l] += scores[j + l];
+                }
+            for (; j < skv; j++) {
+                scores[j] = kiln_exp(scores[j] - top);
+                tail += scores[j];
+            }
+            const float inv = 1.0f / kiln_lanes_total(lanes, tail);
+            for (size_t jj = 0; jj < skv; jj++) scores[jj] *= inv;
+            size_t e0 = 0;
+            for (; e0 + 2 * KILN_ATT_BLOCK <= dv; e0 += 2 * KILN_ATT_BLOCK) {
+                // Two blocks of values at once: twice the independent sums in flight.
+                float acc0[KILN_ATT_BLOCK] = {0}, acc1[KILN_ATT_BLOCK] = {0};
+                for (size_t jj = 0; jj < skv; jj++) {
+                    const float pj = scores[jj];
+                    const float *vj = v + jj * v_row + h * dv + e0;
+                    for (size_t l = 0; l < KILN_ATT_BLOCK; l++) { acc0[l] += pj * vj[l]; acc1[l] += pj * vj[KILN_ATT_BLOCK + l]; }
+                }
+                for (size_t l = 0; l < KILN_ATT_BLOCK; l++) { yi[e0 + l] = acc0[l]; yi[e0 + KILN_ATT_BLOCK + l] = acc1[l]; }
+            }
+            for (; e0 + KILN_ATT_BLOCK <= dv; e0 += KILN_ATT_BLOCK) {
+                float acc[KILN_ATT_BLOCK] = {0};
+                for (size_t jj = 0; jj < skv; jj++) {
+                    const float pj = scores[jj];
+                    const float *vj = v + jj * v_row + h * dv + e0;
+                    for (size_t l = 0; l < KILN_ATT_BLOCK; l++) acc[l] += pj * vj[l];
+                }
+                for (size_t l = 0; l < KILN_ATT_BLOCK; l++) yi[e0 + l] = acc[l];
+            }
+            for (; e0 < dv; e0++) {
+                float acc = 0;
+                for (size_t jj = 0; jj < skv; jj++) acc += scores[jj] * v[jj * v_row + h * dv + e0];
+                yi[e0] = acc;
+            }
+        }
+    }
+}
+#undef KILN_ATT_BLOCK
+
 #define KILN_DEFINE_NORM(isa, target) \
+    target void kiln_f32_attention__##isa(size_t sq, size_t skv, size_t d, size_t dv, size_t h_begin, size_t h_end, const float *q, \
+                                          size_t q_row, const float *k, size_t kv_row, const float *v, size_t v_row, \
+                                          const float *mask, size_t mask_h, size_t mask_i, float scale, float *y, size_t y_row, \
+                                          float *scratch) { \
+        kiln_attention_body(sq, skv, d, dv, h_begin, h_end, q, q_row, k, kv_row, v, v_row, mask, mask_h, mask_i, scale, y, y_row, \
+                            scratch); \
+    } \
     target void kiln_f32_reduce__##isa(int op, size_t outer, size_t n, size_t inner, const float *x, float *y) { \
         kiln_reduce_body(op, outer, n, inner, x, y); \
     } \

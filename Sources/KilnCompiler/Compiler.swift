@@ -7,6 +7,7 @@ public enum Compiler {
         DeadCodeElimination.name: DeadCodeElimination(),
         ConstantFolding.name: ConstantFolding(),
         GeluFusion.name: GeluFusion(),
+        AttentionFusion.name: AttentionFusion(),
         BatchNormFolding.name: BatchNormFolding(),
         EpilogueFusion.name: EpilogueFusion(),
         ChannelsLastLayout.name: ChannelsLastLayout(),
@@ -15,10 +16,10 @@ public enum Compiler {
         Lowering.name: Lowering(),
     ]
 
-    /// The default pipeline: clean up, fold, recognize GELU, fuse, choose the layout, fold pads, fuse
+    /// The default pipeline: clean up, fold, recognize GELU and attention, fuse, choose the layout, fold pads, fuse
     /// residuals and the activations the layout made adjacent, lower.
     public static let defaultPipeline = [
-        DeadCodeElimination.name, ConstantFolding.name, GeluFusion.name, BatchNormFolding.name, EpilogueFusion.name, ChannelsLastLayout.name,
+        DeadCodeElimination.name, ConstantFolding.name, GeluFusion.name, AttentionFusion.name, BatchNormFolding.name, EpilogueFusion.name, ChannelsLastLayout.name,
         PadFolding.name, ResidualFusion.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
     ]
 

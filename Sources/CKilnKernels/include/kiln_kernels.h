@@ -326,7 +326,15 @@ enum { KILN_SOFTMAX = 1, KILN_LOG_SOFTMAX = 2 };
     void kiln_f32_reduce__##isa(int op, size_t outer, size_t n, size_t inner, const float *x, float *y); \
     void kiln_f32_softmax_nd__##isa(int op, size_t outer, size_t n, size_t inner, const float *x, float *y); \
     void kiln_f32_layer_norm__##isa(size_t rows, size_t n, const float *x, const float *gamma, const float *beta, \
-                                    float epsilon, float *y);
+                                    float epsilon, float *y); \
+    void kiln_f32_attention__##isa(size_t sq, size_t skv, size_t d, size_t dv, size_t h_begin, size_t h_end, const float *q, \
+                                   size_t q_row, const float *k, size_t kv_row, const float *v, size_t v_row, const float *mask, \
+                                   size_t mask_h, size_t mask_i, float scale, float *y, size_t y_row, float *scratch);
+/// kiln_f32_attention: heads [h_begin, h_end) of one batch entry over 3-D inputs (rows q_row, kv_row,
+/// v_row, y_row floats apart; head h at column h·d, or h·dv for values and output):
+/// softmax_j(scale · q_i·k_j + mask[h·mask_h + i·mask_i + j]) · v, mask NULL for none; a row whose
+/// best score is −∞ gives zeros. `scratch` holds w · (d + 1) floats, w = skv rounded up to 16 (a row of
+/// scores, the head's keys transposed).
 KILN_VECTOR_ISAS(KILN_DECLARE_NORM)
 #undef KILN_DECLARE_NORM
 /// argmax/argmin over the middle axis of [outer, n, inner] (first or last index of the extreme).

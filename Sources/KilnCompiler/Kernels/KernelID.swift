@@ -80,6 +80,9 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     case softmax = "f32_softmax"
     /// `layer_norm` over the last axis.
     case layerNorm = "f32_layer_norm"
+    /// `attention` over 3-D `[B, S, H·D]` inputs with an additive float mask: per head, scores,
+    /// softmax and the weighted values one query row at a time, nothing transposed.
+    case attention = "f32_attention"
     /// `reduce_*` over contiguous axes.
     case reduce = "f32_reduce"
     /// `argmax`/`argmin`.
@@ -129,7 +132,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
         switch self {
         case .gemm, .conv2d, .conv2dNCHW, .conv2dNHWC, .matmul, .convTranspose, .recurrent: return ISA.allCases
         case .depthwise, .depthwiseNHWC, .pool2dNHWC: return [.scalar, .avx2, .avx512]
-        case .unary, .binary, .softmax, .layerNorm, .reduce, .pool2d: return [.scalar, .avx2]
+        case .unary, .binary, .softmax, .layerNorm, .attention, .reduce, .pool2d: return [.scalar, .avx2]
         case .reference: return []
         default: return [.scalar]
         }

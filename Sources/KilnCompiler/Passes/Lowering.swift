@@ -150,6 +150,17 @@ public struct Lowering: CompilerPass {
             guard float, input(0)?.dtype == .float32, let rank = input(0)?.rank, let axis = try? op.attributes.int("axis", -1),
                   axis == -1 || axis == rank - 1, op.inputs.count >= 2, input(1)?.dtype == .float32 else { return .reference }
             return .layerNorm
+        case "attention":
+            // The compiled kernel: 3-D float32 q, k, v, as many key as query heads, an explicit scale,
+            // an optional float32 additive mask, one output; the op's other forms run the reference kernel.
+            let a = op.attributes
+            guard float, op.outputs.count == 1, (3 ... 4).contains(op.inputs.count), (0 ..< 3).allSatisfy({ input($0)?.dtype == .float32 && input($0)?.rank == 3 }),
+                  let heads = try? a.int("q_num_heads", 0), heads > 0, (try? a.int("kv_num_heads", 0)) == heads, a["scale"] != nil,
+                  Set(a.keys).isSubset(of: ["q_num_heads", "kv_num_heads", "scale"]),
+                  op.inputs.count == 3 || op.inputs[3].isEmpty || (input(3)?.dtype == .float32 && (1 ... 4).contains(input(3)?.rank ?? 0)) else {
+                return .reference
+            }
+            return .attention
         case _ where Lowering.reduceKernels.contains(op.opType):
             return float && input(0)?.dtype == .float32 ? .reduce : .reference
         case "argmax", "argmin":

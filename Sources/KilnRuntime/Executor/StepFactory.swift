@@ -101,6 +101,9 @@ enum StepFactory {
         case .layerNorm:
             try expect(["layer_norm"])
             return LayerNormStep(id: id, op: op, kernels: NormalizationKernels(id.isa))
+        case .attention:
+            try expect(["attention"])
+            return try AttentionStep(id: id, op: op, kernels: NormalizationKernels(id.isa))
         case .reduce:
             try expect(Set(ReduceStep.codes.keys))
             return ReduceStep(id: id, op: op, kernels: NormalizationKernels(id.isa))

@@ -7,18 +7,24 @@ struct NormalizationKernels {
     typealias Reduce = @convention(c) (Int32, Int, Int, Int, UnsafePointer<Float>?, UnsafeMutablePointer<Float>?) -> Void
     typealias LayerNorm = @convention(c) (Int, Int, UnsafePointer<Float>?, UnsafePointer<Float>?, UnsafePointer<Float>?, Float,
                                           UnsafeMutablePointer<Float>?) -> Void
+    typealias Attention = @convention(c) (Int, Int, Int, Int, Int, Int, UnsafePointer<Float>?, Int, UnsafePointer<Float>?, Int,
+                                          UnsafePointer<Float>?, Int, UnsafePointer<Float>?, Int, Int, Float,
+                                          UnsafeMutablePointer<Float>?, Int, UnsafeMutablePointer<Float>?) -> Void
     let reduce: Reduce
     let softmax: Reduce
     let layerNorm: LayerNorm
+    let attention: Attention
 
     init(_ isa: ISA) {
         #if arch(x86_64)
         if isa == .avx2 {
-            (reduce, softmax, layerNorm) = (kiln_f32_reduce__avx2, kiln_f32_softmax_nd__avx2, kiln_f32_layer_norm__avx2)
+            (reduce, softmax, layerNorm, attention) = (kiln_f32_reduce__avx2, kiln_f32_softmax_nd__avx2, kiln_f32_layer_norm__avx2,
+                                                       kiln_f32_attention__avx2)
             return
         }
         #endif
-        (reduce, softmax, layerNorm) = (kiln_f32_reduce__scalar, kiln_f32_softmax_nd__scalar, kiln_f32_layer_norm__scalar)
+        (reduce, softmax, layerNorm, attention) = (kiln_f32_reduce__scalar, kiln_f32_softmax_nd__scalar, kiln_f32_layer_norm__scalar,
+                                                   kiln_f32_attention__scalar)
     }
 }
 
@@ -81,6 +87,77 @@ struct LayerNormStep: StepKernel {
             parallelFor(parts.count, threads: threads) { i in
                 let r = parts[i]
                 kernel(r.count, n, px + r.lowerBound * n, pg, pb, eps, py + r.lowerBound * n)
+            }
+        }
+    }
+}
+
+/// `attention` over 3-D `[B, S, H·D]` q, k, v with an optional float32 additive mask that
+/// broadcasts to `[B, H, Sq, Skv]`: the (batch, head) pairs split across threads, each query row's
+/// scores, softmax and weighted values computed in place from the 3-D layout.
+struct AttentionStep: StepKernel {
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let kernels: NormalizationKernels
+    let heads: Int
+    let scale: Float
+
+    init(id: KernelID, op: KilnFormat.Operation, kernels: NormalizationKernels) throws {
+        self.id = id
+        self.op = op
+        self.kernels = kernels
+        heads = try op.attributes.int("q_num_heads", 0)
+        scale = Float(try op.attributes.float("scale", 1))
+        guard heads > 0, try op.attributes.int("kv_num_heads", 0) == heads else { throw OpError("needs as many key heads as query heads") }
+    }
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
+        guard inputs.count >= 3, let q = inputs[0], let v = inputs[2], q.shape.count == 3, v.shape.count == 3 else { return nil }
+        return [([q.shape[0], q.shape[1], v.shape[2]], .float32)]
+    }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard inputs.count >= 3, let q = inputs[0], let k = inputs[1], let v = inputs[2],
+              [q, k, v].allSatisfy({ $0.dtype == .float32 && $0.shape.count == 3 }) else { throw OpError("needs 3-D float32 q, k and v") }
+        let (batch, sq, skv) = (q.shape[0], q.shape[1], k.shape[1])
+        guard q.shape[2] % heads == 0, v.shape[2] % heads == 0, k.shape[2] == q.shape[2], k.shape[0] == batch, v.shape[0] == batch,
+              v.shape[1] == skv else { throw OpError("q \(q.shape), k \(k.shape) and v \(v.shape) do not fit \(heads) heads") }
+        let (d, dv) = (q.shape[2] / heads, v.shape[2] / heads)
+        // The mask's strides over [B, H, Sq, Skv] (0 where it broadcasts); its last dim must be Skv.
+        var strides = [0, 0, 0, 0]
+        let mask = inputs.count > 3 ? inputs[3] : nil
+        if let m = mask {
+            guard m.dtype == .float32, (1 ... 4).contains(m.shape.count) else { throw OpError("needs a float32 mask of rank 1…4") }
+            let dims = [Int](repeating: 1, count: 4 - m.shape.count) + m.shape
+            let full = [batch, heads, sq, skv]
+            var step = 1
+            for i in stride(from: 3, through: 0, by: -1) {
+                guard dims[i] == 1 || dims[i] == full[i] else { throw OpError("mask \(m.shape) does not broadcast to \(full)") }
+                strides[i] = dims[i] == 1 ? 0 : step
+                step *= dims[i]
+            }
+            guard dims[3] == skv else { throw OpError("mask \(m.shape) does not cover \(skv) keys") }
+        }
+        let units = batch * heads
+        let parts = splitRanges(units, parts: units * sq * skv * (d + dv) < 1 << 15 ? 1 : workChunks(context.threads))
+        let width = (skv + 15) / 16 * 16 * (d + 1) // floats of scratch one part needs (see kiln_f32_attention)
+        context.scratch(parts.count * width * MemoryLayout<Float>.stride)
+        let (y, kernel, threads, scale, scratchSlot) = (outputs[0], kernels.attention, context.threads, self.scale, context.scratchSlot)
+        return BoundStep { slots in
+            let (pq, pk, pv, py) = (UnsafePointer(q.floats(slots)), UnsafePointer(k.floats(slots)), UnsafePointer(v.floats(slots)), y.floats(slots))
+            let pm = mask.map { UnsafePointer($0.floats(slots)) }
+            let rows = slots[scratchSlot].assumingMemoryBound(to: Float.self)
+            parallelFor(parts.count, threads: threads) { p in
+                // Each part's units: whole (batch, head) pairs, run head range by head range within a batch entry.
+                var u = parts[p].lowerBound
+                while u < parts[p].upperBound {
+                    let (b, h0) = u.quotientAndRemainder(dividingBy: heads)
+                    let h1 = min(heads, h0 + parts[p].upperBound - u)
+                    kernel(sq, skv, d, dv, h0, h1, pq + b * sq * heads * d, heads * d, pk + b * skv * heads * d, heads * d,
+                           pv + b * skv * heads * dv, heads * dv, pm.map { $0 + b * strides[0] }, strides[1], strides[2], scale,
+                           py + b * sq * heads * dv, heads * dv, rows + p * width)
+                    u += h1 - h0
+                }
             }
         }
     }
