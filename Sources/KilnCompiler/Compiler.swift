@@ -10,17 +10,19 @@ public enum Compiler {
         AttentionFusion.name: AttentionFusion(),
         BatchNormFolding.name: BatchNormFolding(),
         EpilogueFusion.name: EpilogueFusion(),
+        ProjectionFusion.name: ProjectionFusion(),
         ChannelsLastLayout.name: ChannelsLastLayout(),
         PadFolding.name: PadFolding(),
         ResidualFusion.name: ResidualFusion(),
         Lowering.name: Lowering(),
     ]
 
-    /// The default pipeline: clean up, fold, recognize GELU and attention, fuse, choose the layout, fold pads, fuse
-    /// residuals and the activations the layout made adjacent, lower.
+    /// The default pipeline: clean up, fold, recognize GELU and attention, fuse epilogues, merge
+    /// projections of one input, choose the layout, fold pads, fuse residuals and the activations
+    /// the layout made adjacent, lower.
     public static let defaultPipeline = [
-        DeadCodeElimination.name, ConstantFolding.name, GeluFusion.name, AttentionFusion.name, BatchNormFolding.name, EpilogueFusion.name, ChannelsLastLayout.name,
-        PadFolding.name, ResidualFusion.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
+        DeadCodeElimination.name, ConstantFolding.name, GeluFusion.name, AttentionFusion.name, BatchNormFolding.name, EpilogueFusion.name,
+        ProjectionFusion.name, ChannelsLastLayout.name, PadFolding.name, ResidualFusion.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
     ]
 
     /// What to compile for.

@@ -6,8 +6,9 @@ import KilnReference
 import XCTest
 
 /// Attention and GELU written as their parts, as PyTorch and Hugging Face exports spell them:
-/// recognized by `attention_fusion` and `gelu_fusion`, compiled, and compared with the reference
-/// interpreter running the unfused graph.
+/// recognized by `attention_fusion` and `gelu_fusion` (the q, k, v projections merged by
+/// `projection_fusion`), compiled, and compared with the reference interpreter running the
+/// unfused graph.
 final class TransformerFusionTests: XCTestCase {
     enum KeyForm { case direct, swapped }
 
@@ -23,6 +24,7 @@ final class TransformerFusionTests: XCTestCase {
         let wk = try b.addWeight("wk", shape: [width, width], values: values(width * width))
         let wv = try b.addWeight("wv", shape: [width, width], values: values(width * width))
         let wo = try b.addWeight("wo", shape: [width, width], values: values(width * width))
+        let biases = try ["bq", "bk", "bv"].map { try b.addWeight($0, shape: [width], values: values(width)) }
         let c = try b.addWeight("c", shape: [], values: [mulScale ? 1 / Float(d).squareRoot() : Float(d).squareRoot()])
         let root2 = try b.addWeight("root2", shape: [], values: [Float(2).squareRoot()])
         let one = try b.addWeight("one", shape: [], values: [1])
@@ -35,11 +37,13 @@ final class TransformerFusionTests: XCTestCase {
                                 outputTypes: [TensorType(.float32, ["batch", "seq", .size(heads), .size(d)])])[0]
             return try f.apply1("transpose", [r], ["perm": .ints(perm)])
         }
-        let q = try split(try f.apply1("matmul", [x, f.use(wq)]), [0, 2, 1, 3])
-        let kProj = try f.apply1("matmul", [x, f.use(wk)])
+        // Projections with biases (added as exported: bias first), merged into one GEMM by projection_fusion.
+        func project(_ w: Weight, _ bias: Weight) throws -> ValueRef { try f.apply1("add", [f.use(bias), try f.apply1("matmul", [x, f.use(w)])]) }
+        let q = try split(try project(wq, biases[0]), [0, 2, 1, 3])
+        let kProj = try project(wk, biases[1])
         let kt = key == .direct ? try split(kProj, [0, 2, 3, 1])
                                 : try f.apply1("transpose", [try split(kProj, [0, 2, 1, 3])], ["perm": .ints([0, 1, 3, 2])])
-        let v = try split(try f.apply1("matmul", [x, f.use(wv)]), [0, 2, 1, 3])
+        let v = try split(try project(wv, biases[2]), [0, 2, 1, 3])
         var s = try f.apply1("matmul", [q, kt])
         s = try f.apply1(mulScale ? "mul" : "div", [s, f.use(c)])
         if mask { s = try f.apply1("add", [s, m]) }
@@ -81,6 +85,8 @@ final class TransformerFusionTests: XCTestCase {
                     let artifact = try CompiledArtifact.read(at: path, verifyWeights: true)
                     let kernels = artifact.plan.functions[0].steps.map(\.kernel)
                     XCTAssertTrue(kernels.contains { $0.hasPrefix("f32_attention") }, "\(label) \(arch.name): \(kernels)")
+                    // One GEMM for q, k and v, one for the output projection.
+                    XCTAssertEqual(kernels.filter { $0.hasPrefix("f32_gemm") }.count, 2, "\(label) \(arch.name): \(kernels)")
                     try assertNoReferenceSteps(path, "\(label) \(arch.name)")
                     _ = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: ["x": x, "mask": m],
                                                                  label: "\(label) \(arch.name) [\(batch), \(seq)]")
