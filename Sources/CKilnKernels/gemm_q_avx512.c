@@ -62,7 +62,7 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_q512_b
             const size_t end = k0 + kb < k ? k0 + kb : k;
             for (size_t p = k0; p < end; p++) {
                 // The panel streams from memory for a few rows of A: fetch ahead of the hardware prefetcher.
-                if ((p & 1) == 0) _mm_prefetch((const char *)(src + (p + 32) * 32), _MM_HINT_T0);
+                if ((p & 1) == 0) _mm_prefetch((const char *)(src + (p + 128) * 32), _MM_HINT_T0);
                 const __m128i w0 = _mm_loadu_si128((const __m128i *)(src + p * 32)), w1 = _mm_loadu_si128((const __m128i *)(src + p * 32 + 16));
                 __m512 b0 = _mm512_cvtepi32_ps(MODE == Q512_I8 ? _mm512_cvtepi8_epi32(w0) : _mm512_cvtepu8_epi32(w0));
                 __m512 b1 = _mm512_cvtepi32_ps(MODE == Q512_I8 ? _mm512_cvtepi8_epi32(w1) : _mm512_cvtepu8_epi32(w1));
@@ -99,8 +99,8 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_q512_b
             }
         }
         for (size_t g = 0; g < rows; g++) {
-            _mm_prefetch((const char *)(src + (g + 8) * 32), _MM_HINT_T0);
-            _mm_prefetch((const char *)(src + (g + 8) * 32 + 16), _MM_HINT_T0);
+            _mm_prefetch((const char *)(src + (g + 32) * 32), _MM_HINT_T0);
+            _mm_prefetch((const char *)(src + (g + 32) * 32 + 16), _MM_HINT_T0);
             const __m512i w0 = _mm512_loadu_si512(src + g * 32), w1 = _mm512_loadu_si512(src + g * 32 + 16);
             const size_t p0 = g * G;
             if (DEQ && p0 % kb == 0) {
