@@ -62,6 +62,13 @@ KILN_OP = {
     "QuantizeLinear": "quantize_linear", "DequantizeLinear": "dequantize_linear",
     "DynamicQuantizeLinear": "dynamic_quantize_linear", "MatMulInteger": "matmul_integer", "QLinearMatMul": "qlinear_matmul",
     "RNN": "rnn", "LpPool": "lp_pool", "RotaryEmbedding": "rotary_embedding",
+    "GridSample": "grid_sample", "AffineGrid": "affine_grid", "Col2Im": "col2im", "DeformConv": "deform_conv",
+    "MaxUnpool": "max_unpool", "NonMaxSuppression": "non_max_suppression", "CenterCropPad": "center_crop_pad", "LRN": "lrn",
+    "GroupNormalization": "group_norm", "MeanVarianceNormalization": "mean_variance_normalization", "HannWindow": "window",
+    "HammingWindow": "window", "BlackmanWindow": "window", "MelWeightMatrix": "mel_weight_matrix",
+    "LinearAttention": "linear_attention", "CausalConvWithState": "causal_conv_with_state", "TensorScatter": "tensor_scatter",
+    "ReverseSequence": "reverse_sequence", "Unique": "unique", "NonZero": "non_zero", "BitCast": "bit_cast", "Det": "det",
+    "TfIdfVectorizer": "tfidf_vectorizer",
 }
 ATTR_RENAME = {"transA": "trans_a", "transB": "trans_b"}
 DTYPE = {"float32": "float32", "float16": "float16", "float64": "float64", "int64": "int64",
@@ -618,6 +625,50 @@ rope = f32(2, 3, 5, 8)
 case("rotary_embedding", "RotaryEmbedding", [rope, f32(2, 5, 4), f32(2, 5, 4)], opset=23)
 case("rotary_embedding_3d_positions_interleaved", "RotaryEmbedding", [f32(2, 5, 12), f32(9, 2), f32(9, 2), i64([[0, 1, 2, 3, 4], [4, 5, 6, 7, 8]])],
      {"num_heads": 2, "interleaved": 1, "rotary_embedding_dim": 4}, opset=23)
+
+# Sampling, detection, signal and sequence ops.
+img = f32(2, 3, 5, 6)
+for mode in ["linear", "nearest", "cubic"]:
+    for pad in ["zeros", "border", "reflection"]:
+        case(f"grid_sample_{mode}_{pad}", "GridSample", [img, f32(2, 4, 7, 2, lo=-1.3, hi=1.3)],
+             {"mode": mode, "padding_mode": pad, "align_corners": int(pad == "border")}, tol=1e-4)
+case("grid_sample_volumetric", "GridSample", [f32(1, 2, 3, 4, 5), f32(1, 2, 3, 4, 3, lo=-1.2, hi=1.2)], {"mode": "linear"})
+case("affine_grid_2d", "AffineGrid", [f32(2, 2, 3), i64([2, 3, 4, 5])], {"align_corners": 0})
+case("affine_grid_3d_aligned", "AffineGrid", [f32(1, 3, 4), i64([1, 1, 2, 3, 4])], {"align_corners": 1})
+case("col2im_strided_padded", "Col2Im", [f32(2, 2 * 6, 9), i64([5, 6]), i64([2, 3])], {"strides": [2, 1], "pads": [1, 0, 0, 1], "dilations": [1, 2]})
+case("deform_conv_groups_mask", "DeformConv", [f32(1, 4, 5, 5), f32(6, 2, 3, 3), f32(1, 2 * 9 * 2, 3, 3, lo=-1.5, hi=1.5), f32(6), f32(1, 2 * 9, 3, 3, lo=0, hi=1)],
+     {"group": 2, "offset_group": 2, "kernel_shape": [3, 3]}, tol=1e-4)
+case("max_unpool_output_shape", "MaxUnpool", [f32(1, 1, 2, 2), i64([[[[5, 7], [13, 15]]]]), i64([1, 1, 5, 5])], {"kernel_shape": [2, 2], "strides": [2, 2]})
+boxes = np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, -0.1, 1, 0.9], [0, 10, 1, 11], [1, 10.1, 0, 11.1], [0, 100, 1, 101]]], dtype=np.float32)
+nms_scores = np.array([[[0.9, 0.75, 0.6, 0.95, 0.5, 0.3], [0.1, 0.8, 0.7, 0.2, 0.9, 0.6]]], dtype=np.float32)
+case("non_max_suppression_two_classes", "NonMaxSuppression", [boxes, nms_scores, i64([2]), np.array([0.5], dtype=np.float32),
+     np.array([0.25], dtype=np.float32)])
+case("center_crop_pad_mixed", "CenterCropPad", [f32(5, 4, 3), i64([3, 7])], {"axes": [0, -2]})
+case("lrn", "LRN", [f32(2, 5, 3, 3)], {"size": 3, "alpha": 0.002, "beta": 0.6, "bias": 1.5})
+case("group_norm", "GroupNormalization", [f32(2, 6, 3, 2), f32(6), f32(6)], {"num_groups": 3, "epsilon": 1e-4}, opset=21)
+case("mean_variance_normalization", "MeanVarianceNormalization", [f32(2, 3, 4, 2)])
+case("hann_window", "HannWindow", [np.array(10, dtype=np.int64)], kiln_attrs={"kind": {"string": "hann"}})
+case("hamming_window_symmetric", "HammingWindow", [np.array(9, dtype=np.int32)], {"periodic": 0}, kiln_attrs={"kind": {"string": "hamming"}})
+case("blackman_window", "BlackmanWindow", [np.array(12, dtype=np.int64)], kiln_attrs={"kind": {"string": "blackman"}})
+case("mel_weight_matrix", "MelWeightMatrix", [np.array(8, dtype=np.int64), np.array(64, dtype=np.int64), np.array(8000, dtype=np.int64),
+     np.array(0, dtype=np.float32), np.array(4000, dtype=np.float32)])
+for rule, extra in [("linear", []), ("gated", [f32(2, 3, 4, lo=-0.5, hi=0)]), ("delta", [None, f32(2, 3, 2, lo=0, hi=1)]),
+                    ("gated_delta", [f32(2, 3, 2, lo=-0.5, hi=0), f32(2, 3, 1, lo=0, hi=1)])]:
+    case(f"linear_attention_{rule}", "LinearAttention", [f32(2, 3, 4 * 2), f32(2, 3, 2 * 2), f32(2, 3, 2 * 3), f32(2, 2, 2, 3)] + extra,
+         {"q_num_heads": 4, "kv_num_heads": 2, "update_rule": rule}, outputs=2, opset=27)
+case("causal_conv_with_state_silu", "CausalConvWithState", [f32(2, 3, 5), f32(3, 1, 4), f32(3), f32(2, 3, 3)], {"activation": "silu"},
+     outputs=2, opset=27)
+case("tensor_scatter_circular", "TensorScatter", [f32(2, 3, 5, 2), f32(2, 3, 3, 2), i64([1, 4])], {"mode": "circular"}, opset=24)
+case("reverse_sequence", "ReverseSequence", [f32(4, 3, 2), i64([4, 1, 3])], {"batch_axis": 1, "time_axis": 0})
+uq = np.array([[1, 3], [2, 1], [1, 3], [0, 5]], dtype=np.int64)
+case("unique_flat_unsorted", "Unique", [np.array([2.0, 1.0, 2.0, 3.0, 1.0, 0.5], dtype=np.float32)], {"sorted": 0}, outputs=4)
+case("unique_axis_sorted", "Unique", [uq], {"axis": 0}, outputs=4)
+case("non_zero", "NonZero", [np.array([[0, 1.5, 0], [2, 0, -1]], dtype=np.float32)])
+case("bit_cast_float_to_int", "BitCast", [np.array([1.0, -2.5, np.inf], dtype=np.float32)], {"to": TensorProto.INT32}, opset=26)
+case("det_batch", "Det", [f32(2, 3, 3)])
+case("tfidf_uni_and_bigrams", "TfIdfVectorizer", [np.array([[1, 1, 3, 3, 3, 7], [8, 6, 7, 5, 6, 8]], dtype=np.int32)],
+     {"mode": "TFIDF", "min_gram_length": 1, "max_gram_length": 2, "max_skip_count": 2, "ngram_counts": [0, 4],
+      "ngram_indexes": [0, 1, 2, 3, 4, 5, 6], "pool_int64s": [2, 3, 5, 4, 5, 6, 7, 8, 6, 7], "weights": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]})
 
 with open(OUT, "w") as f:
     json.dump({"generator": "tools/make_op_fixtures.py", "onnxruntime": ort.__version__, "opset": OPSET, "cases": cases},

@@ -17,7 +17,30 @@ struct NodeConverter {
         "Unsqueeze", "Split", "Slice", "Expand", "Tile", "Pad", "Resize", "Upsample", "TopK", "CumSum",
         "ConstantOfShape", "Shape", "Size", "Range", "Flatten", "Concat", "Gather", "Transpose", "LSTM", "GRU", "RNN", "LpPool",
         "If", "Loop", "Scan",
-    ])
+    ]).union(filtered.keys).union(["HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "BitCast", "GroupNormalization"])
+
+    /// Operators converted one to one with the listed attributes (others ignored: stash types,
+    /// tuning hints).
+    static let filtered: [String: (op: String, attributes: Set<String>)] = [
+        "GridSample": ("grid_sample", ["mode", "padding_mode", "align_corners"]),
+        "AffineGrid": ("affine_grid", ["align_corners"]),
+        "Col2Im": ("col2im", ["dilations", "pads", "strides"]),
+        "DeformConv": ("deform_conv", ["dilations", "group", "kernel_shape", "offset_group", "pads", "strides"]),
+        "MaxUnpool": ("max_unpool", ["kernel_shape", "pads", "strides"]),
+        "NonMaxSuppression": ("non_max_suppression", ["center_point_box"]),
+        "CenterCropPad": ("center_crop_pad", ["axes"]),
+        "LRN": ("lrn", ["alpha", "beta", "bias", "size"]),
+        "MeanVarianceNormalization": ("mean_variance_normalization", ["axes"]),
+        "LinearAttention": ("linear_attention", ["q_num_heads", "kv_num_heads", "scale", "update_rule", "chunk_size"]),
+        "CausalConvWithState": ("causal_conv_with_state", ["activation"]),
+        "TensorScatter": ("tensor_scatter", ["axis", "mode"]),
+        "ReverseSequence": ("reverse_sequence", ["batch_axis", "time_axis"]),
+        "Unique": ("unique", ["axis", "sorted"]),
+        "NonZero": ("non_zero", []),
+        "Det": ("det", []),
+        "TfIdfVectorizer": ("tfidf_vectorizer", ["max_gram_length", "max_skip_count", "min_gram_length", "mode", "ngram_counts",
+                                                 "ngram_indexes", "pool_int64s", "weights"]),
+    ]
 
     /// Operators whose attributes carry over unchanged.
     static let direct: [String: String] = [
@@ -329,6 +352,28 @@ struct NodeConverter {
                 return
             }
             try emit(node, kiln, node.inputs, try attributes(node), elements: [e])
+        case "TfIdfVectorizer" where node.attributes["pool_strings"] != nil:
+            throw c.fail("node '\(node.name)' (TfIdfVectorizer): string pools are not supported (Kiln has no string tensors)")
+        case _ where NodeConverter.filtered[op] != nil:
+            let (kiln, keys) = NodeConverter.filtered[op]!
+            try emit(node, kiln, node.inputs, try attributes(node, only: keys))
+        case "HannWindow", "HammingWindow", "BlackmanWindow":
+            let kind = op == "HannWindow" ? "hann" : op == "HammingWindow" ? "hamming" : "blackman"
+            var attrs: [String: AttributeValue] = ["kind": .string(kind), "periodic": .int(int(node, "periodic", 1))]
+            attrs["dtype"] = .dtype(try outputDType(node, "output_datatype"))
+            try emit(node, "window", [input(node, 0)], attrs)
+        case "MelWeightMatrix":
+            try emit(node, "mel_weight_matrix", node.inputs, ["dtype": .dtype(try outputDType(node, "output_datatype"))])
+        case "BitCast":
+            guard case .int(let code)? = node.attributes["to"], let to = ONNXDecoder.dtypes[Int32(code)],
+                  let t = try type(input(node, 0)) else { throw c.fail("node '\(node.name)' (BitCast) needs a known input and 'to'") }
+            let declared = c.model.graph.inputs.first { $0.name == input(node, 0) }?.dtype ?? c.valueInfo[input(node, 0)]?.dtype
+            guard to != .float64, t.dtype != .float64, declared != 11 else {
+                throw c.fail("node '\(node.name)' (BitCast): float64 is held as float32 in Kiln, so its bits cannot be reinterpreted")
+            }
+            try emit(node, "bit_cast", [input(node, 0)], ["to": .dtype(to)])
+        case "GroupNormalization":
+            try emit(node, "group_norm", Array(node.inputs.prefix(3)), try attributes(node, only: ["epsilon", "num_groups"]))
         case "Cast" where try recordIntegerCast(node):
             break
         case "Cast":
@@ -379,11 +424,16 @@ struct NodeConverter {
             let attrs = try attributes(node, only: ["kernel_shape", "strides", "pads", "dilations", "auto_pad", "ceil_mode", "p"])
             try emit(node, "lp_pool", [input(node, 0)], attrs)
         case "MaxPool", "AveragePool":
-            if node.outputs.count > 1, !node.outputs[1].isEmpty {
-                throw c.fail("node '\(node.name)' (MaxPool): the indices output is not supported")
+            var attrs = try attributes(node, only: ["kernel_shape", "strides", "pads", "dilations", "auto_pad", "ceil_mode", "count_include_pad"])
+            if op == "MaxPool", node.outputs.count > 1, !node.outputs[1].isEmpty {
+                // The indices output: flat positions in the input, row- or column-major (storage_order).
+                attrs["storage_order"] = .int(int(node, "storage_order", 0))
+                try emit(node, "max_pool", [input(node, 0)], attrs, outputs: Array(node.outputs.prefix(2)))
+            } else {
+                try emit(node, op == "MaxPool" ? "max_pool" : "average_pool", [input(node, 0)], attrs, outputs: [node.outputs[0]])
             }
-            let attrs = try attributes(node, only: ["kernel_shape", "strides", "pads", "dilations", "auto_pad", "ceil_mode", "count_include_pad"])
-            try emit(node, op == "MaxPool" ? "max_pool" : "average_pool", [input(node, 0)], attrs, outputs: [node.outputs[0]])
+        case "BatchNormalization" where int(node, "training_mode", 0) != 0:
+            try batchNormTraining(node)
         case "BatchNormalization":
             try emit(node, "batch_norm", Array(node.inputs.prefix(5)), try attributes(node, only: ["epsilon"]), outputs: [node.outputs[0]])
             try unusedOutputs(node, from: 1)
@@ -666,6 +716,43 @@ struct NodeConverter {
         try emit(node, "add", [variance, try scalar(float(node, "epsilon", 1e-5), like: t.dtype, node)], [:], outputs: [shifted])
         try emit(node, "sqrt", [shifted], [:], outputs: [deviation])
         try emit(node, "reciprocal", [deviation], [:], outputs: [output(2, "inv_std_dev")])
+    }
+
+    /// BatchNormalization with `training_mode` 1: normalized by the batch's own statistics (mean and
+    /// population variance over every axis but 1), with the running statistics updated by
+    /// `momentum` as further outputs.
+    func batchNormTraining(_ node: ONNXNode) throws {
+        let x = input(node, 0)
+        guard node.inputs.count >= 5, let t = try type(x), t.rank >= 2 else {
+            throw c.fail("node '\(node.name)' (BatchNormalization) needs x of rank ≥ 2, scale, bias, mean and var")
+        }
+        let axes = ["axes": AttributeValue.ints([0] + Array(2 ..< t.rank)), "keepdims": .int(0)]
+        let kept = ["axes": AttributeValue.ints([0] + Array(2 ..< t.rank)), "keepdims": .int(1)]
+        let (meanKept, mean, centered, square, variance) = (c.freshName("\(x)_batch_mean_kept"), c.freshName("\(x)_batch_mean"),
+                                                            c.freshName("\(x)_centered"), c.freshName("\(x)_square"), c.freshName("\(x)_batch_var"))
+        try emit(node, "reduce_mean", [x], kept, outputs: [meanKept])
+        try emit(node, "reduce_mean", [x], axes, outputs: [mean])
+        try emit(node, "sub", [x, meanKept], [:], outputs: [centered])
+        try emit(node, "mul", [centered, centered], [:], outputs: [square])
+        try emit(node, "reduce_mean", [square], axes, outputs: [variance])
+        try emit(node, "batch_norm", [x, input(node, 1), input(node, 2), mean, variance], try attributes(node, only: ["epsilon"]),
+                 outputs: [node.outputs[0]])
+        let momentum = float(node, "momentum", 0.9)
+        for (i, (running, batch)) in [(input(node, 3), mean), (input(node, 4), variance)].enumerated() where i + 1 < node.outputs.count {
+            let out = node.outputs[i + 1]
+            guard !out.isEmpty, let rt = try type(running) else { continue }
+            let (kept, added) = (c.freshName("\(out)_kept"), c.freshName("\(out)_added"))
+            try emit(node, "mul", [running, try scalar(momentum, like: rt.dtype, node)], [:], outputs: [kept])
+            try emit(node, "mul", [batch, try scalar(1 - momentum, like: rt.dtype, node)], [:], outputs: [added])
+            try emit(node, "add", [kept, added], [:], outputs: [out])
+        }
+    }
+
+    /// A dtype attribute (`output_datatype`, default float32), float64 held as float32.
+    func outputDType(_ node: ONNXNode, _ key: String) throws -> DataType {
+        guard case .int(let code)? = node.attributes[key] else { return .float32 }
+        guard let d = ONNXDecoder.dtypes[Int32(code)] else { throw c.fail("node '\(node.name)' (\(node.opType)): unsupported \(key) \(code)") }
+        return d == .float64 ? .float32 : d
     }
 
     func unusedOutputs(_ node: ONNXNode, from start: Int) throws {

@@ -265,7 +265,7 @@ public struct ChannelsLastLayout: CompilerPass {
                 emitLast(op, inputs: [x] + rest, attributes: a)
                 return true
             case "max_pool", "average_pool":
-                guard isFloat4D(op.inputs[0]), y.type.rank == 4, (try? op.attributes.ints("kernel_shape"))??.count == 2,
+                guard isFloat4D(op.inputs[0]), y.type.rank == 4, op.outputs.count == 1, (try? op.attributes.ints("kernel_shape"))??.count == 2,
                       (try? op.attributes.int("storage_order", 0)) == 0, let x = last(op.inputs[0], make: true, for: op) else { return false }
                 var a = op.attributes
                 a["channels_last"] = .int(1)

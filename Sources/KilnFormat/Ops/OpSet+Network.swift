@@ -243,14 +243,17 @@ extension OpSet {
                 try requireFloat(x, "rotary_embedding")
                 return [x]
             },
-            op("max_pool", ["x"], windowAttributes.merging(["kernel_shape!": .ints, "ceil_mode": .int, "storage_order": .int]) { a, _ in a }) { ctx in
+            op("max_pool", ["x"], outputs: 1 ... 2, windowAttributes.merging(["kernel_shape!": .ints, "ceil_mode": .int, "storage_order": .int]) { a, _ in a }) { ctx in
                 let x = try ctx.input(0)
                 guard x.rank >= 3 else { throw OpError("max_pool needs x [N, C, …]") }
                 let window = try Window(ctx.attributes, kernel: try ctx.attributes.ints("kernel_shape") ?? [])
                 guard window.kernel.count == x.rank - 2 else { throw OpError("kernel_shape must have \(x.rank - 2) entries") }
                 let layout = try channelsLayout(ctx.attributes)
                 guard layout.input == layout.output else { throw OpError("pools take channels_last 0 or 1") }
-                return [TensorType(x.dtype, windowOutput(x, channels: x.shape[layout.input ? x.rank - 1 : 1], window: window, layout: layout))]
+                let y = TensorType(x.dtype, windowOutput(x, channels: x.shape[layout.input ? x.rank - 1 : 1], window: window, layout: layout))
+                guard ctx.outputCount == 2 else { return [y] }
+                guard !layout.input else { throw OpError("max_pool's indices output needs channels-first input") }
+                return [y, TensorType(.int64, y.shape)]
             },
             op("average_pool", ["x"], windowAttributes.merging(["kernel_shape!": .ints, "ceil_mode": .int, "count_include_pad": .int]) { a, _ in a }) { ctx in
                 let x = try ctx.input(0)

@@ -258,9 +258,11 @@ extension OpSet {
                 func scale(_ d: Dimension, _ f: (Int) -> Int) -> Dimension { d.size.map { .size(f($0)) } ?? .unknown }
                 return [TensorType(x.dtype, [x.shape[0], scale(x.shape[1]) { $0 / (b &* b) }, scale(x.shape[2]) { $0 &* b }, scale(x.shape[3]) { $0 &* b }])]
             },
-            op("space_to_depth", ["x"], ["blocksize!": .int]) { ctx in
+            op("space_to_depth", ["x"], ["blocksize!": .int, "mode": .string]) { ctx in
                 let x = try ctx.input(0)
                 let b = try ctx.attributes.int("blocksize", 1)
+                let mode = try ctx.attributes.string("mode", "DCR")
+                guard mode == "DCR" || mode == "CRD" else { throw OpError("mode must be DCR or CRD, got '\(mode)'") }
                 guard x.rank == 4, b >= 1, b <= 1 << 16 else { throw OpError("space_to_depth needs rank-4 input and blocksize 1…65536") }
                 func scale(_ d: Dimension, _ f: (Int) -> Int) -> Dimension { d.size.map { .size(f($0)) } ?? .unknown }
                 return [TensorType(x.dtype, [x.shape[0], scale(x.shape[1]) { $0 * b * b }, scale(x.shape[2]) { $0 / b }, scale(x.shape[3]) { $0 / b }])]

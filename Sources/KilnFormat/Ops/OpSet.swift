@@ -3,7 +3,7 @@ public enum OpSet {
     /// Schemas by op type.
     public static let schemas: [String: OpSchema] = {
         var all: [String: OpSchema] = [:]
-        for s in elementwiseOps + tensorOps + networkOps + reductionOps + recurrentOps + controlFlowOps {
+        for s in elementwiseOps + tensorOps + networkOps + reductionOps + recurrentOps + controlFlowOps + visionOps + sequenceOps {
             precondition(all.updateValue(s, forKey: s.name) == nil, "op \(s.name) defined twice")
         }
         return all

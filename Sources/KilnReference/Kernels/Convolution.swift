@@ -180,6 +180,18 @@ enum Convolution {
     /// Max or average pooling.
     /// Max, average or (with `lp`) Lp pooling: `(Σ |x|ᵖ)^(1/p)` over the window's inputs.
     static func pool(_ x: NDArray, _ attributes: [String: AttributeValue], max isMax: Bool, lp: Float? = nil) throws -> NDArray {
+        try poolWithIndices(x, attributes, max: isMax, lp: lp).values
+    }
+
+    /// Pooling, plus for max pooling each output's flat input index (ONNX MaxPool's `Indices`:
+    /// row-major over the whole input, or with `storage_order` 1 column-major over the spatial
+    /// dims). Integer inputs pool through float32 and return in their type.
+    static func poolWithIndices(_ x: NDArray, _ attributes: [String: AttributeValue], max isMax: Bool, lp: Float? = nil,
+                                indices wantIndices: Bool = false) throws -> (values: NDArray, indices: NDArray?) {
+        if x.scalarType != .float32, isMax, [.int8, .uint8, .int16, .uint16, .int32].contains(x.scalarType) {
+            let r = try poolWithIndices(try Elementwise.cast(x, to: .float32), attributes, max: true, indices: wantIndices)
+            return (try Elementwise.cast(r.values, to: x.scalarType), r.indices)
+        }
         guard x.scalarType == .float32, x.rank >= 3 else { throw OpError("pooling needs float32 input [N, C, …]") }
         guard let kernel = try attributes.ints("kernel_shape"), kernel.count == x.rank - 2 else {
             throw OpError("kernel_shape must have \(x.rank - 2) entries")
@@ -196,10 +208,16 @@ enum Convolution {
         let px = try x.f32
         // Padded extent (explicit pads only) bounds the window for count_include_pad.
         let padEnd = (0 ..< d).map { window.padding($0, size: g.input[$0]).1 }
-        return NDArray.make([x.shape[0], x.shape[1]] + g.output, Float.self) { out in
+        // Column-major spatial strides for storage_order 1.
+        let columnMajor = try attributes.int("storage_order", 0) == 1
+        var colStrides = [Int](repeating: 1, count: d)
+        for a in 1 ..< max(d, 1) { colStrides[a] = colStrides[a - 1] * g.input[a - 1] }
+        var argIndex = [Int64](repeating: 0, count: wantIndices ? planes * spatialOut : 0)
+        let values = NDArray.make([x.shape[0], x.shape[1]] + g.output, Float.self) { out in
             for p in 0 ..< planes {
                 for o in 0 ..< spatialOut {
                     var acc: Float = isMax ? -.infinity : 0
+                    var best = -1
                     var count = 0
                     var padded = 1
                     for a in 0 ..< d {
@@ -208,23 +226,28 @@ enum Convolution {
                         padded *= (end - start + window.dilations[a] - 1) / window.dilations[a]
                     }
                     for k in 0 ..< kernelSize {
-                        var i = 0
+                        var i = 0, ci = 0
                         var inside = true
                         for a in 0 ..< d {
                             let pos = (o / outStrides[a]) % g.output[a] * window.strides[a] - g.padBegin[a]
                                 + (k / kStrides[a]) % kernel[a] * window.dilations[a]
                             if pos < 0 || pos >= g.input[a] { inside = false; break }
                             i += pos * inStrides[a]
+                            ci += pos * colStrides[a]
                         }
                         guard inside else { continue }
                         let v = px[p * spatialIn + i]
-                        if isMax { if v > acc || v.isNaN { acc = v } } else if let lp { acc += powf(abs(v), lp) } else { acc += v }
+                        if isMax {
+                            if v > acc || v.isNaN || best < 0 { acc = v; best = columnMajor ? ci : i }
+                        } else if let lp { acc += powf(abs(v), lp) } else { acc += v }
                         count += 1
                     }
                     out[p * spatialOut + o] = isMax ? acc : lp.map { powf(acc, 1 / $0) } ?? acc / Float(max(includePad ? padded : count, 1))
+                    if wantIndices { argIndex[p * spatialOut + o] = Int64(p * spatialIn + max(best, 0)) }
                 }
             }
         }
+        return (values, wantIndices ? NDArray(shape: values.shape, scalars: argIndex) : nil)
     }
 
     /// Global average or max over all spatial dims.

@@ -160,7 +160,7 @@ enum Elementwise {
                 y == 2 ? x * x : y == 1 ? x : y == 0.5 ? x.squareRoot() : Glibc.powf(x, y)
             }
         }
-        if a.scalarType == .int64 {
+        if a.scalarType == .int64 && b.scalarType != .float32 {
             let e = b.scalarType == .int64 ? b : try cast(b, to: .int64)
             return try binary(a, e, Int64.self, Int64.self) { x, y in
                 var r: Int64 = 1
@@ -168,6 +168,21 @@ enum Elementwise {
                 for _ in 0 ..< min(y, 64) { r = r &* x }
                 return r
             }
+        }
+        // Any other integer base: an integer exponent repeats the product in int64, a float
+        // exponent is raised in double precision; the result is truncated to the base's type.
+        if [.int32, .int16, .int8, .uint8, .uint16, .uint32, .uint64].contains(a.scalarType) || a.scalarType == .int64 {
+            let wide = try cast(a, to: .int64)
+            let raised: NDArray
+            if b.scalarType == .float32 {
+                raised = try binary(try cast(wide, to: .float64), try cast(b, to: .float64), Double.self, Int64.self) { x, y in
+                    let r = Glibc.pow(x, y)
+                    return r.isFinite && abs(r) < 9.2e18 ? Int64(r.rounded(.towardZero)) : 0
+                }
+            } else {
+                raised = try pow(wide, b)
+            }
+            return try cast(raised, to: a.scalarType)
         }
         throw OpError("pow does not support \(a.scalarType.rawValue)")
     }

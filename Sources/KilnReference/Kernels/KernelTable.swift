@@ -243,6 +243,11 @@ enum KernelTable {
             }
         case "conv_transpose":
             return { inputs in [try Convolution.convTranspose(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a)] }
+        case "max_pool" where op.outputs.count == 2:
+            return { inputs in
+                let r = try Convolution.poolWithIndices(try present(inputs, 0), a, max: true, indices: true)
+                return [r.values, r.indices!]
+            }
         case "max_pool": return { inputs in [try Convolution.pool(try present(inputs, 0), a, max: true)] }
         case "average_pool": return { inputs in [try Convolution.pool(try present(inputs, 0), a, max: false)] }
         case "global_average_pool": return { inputs in [try Convolution.globalPool(try present(inputs, 0), max: false)] }
@@ -381,6 +386,7 @@ enum KernelTable {
             _ = try Recurrent.Config(a, gates: gates)
             return { inputs in try Recurrent.run(inputs, a, gates: gates) }
         default:
+            if let k = try visionKernel(for: op) { return k }
             return try MovementKernels.kernel(for: op)
         }
     }

@@ -309,10 +309,12 @@ enum Movement {
         return r.contiguous().reshaped([n, oc, h * b, w * b])
     }
 
-    static func spaceToDepth(_ x: NDArray, blocksize b: Int) throws -> NDArray {
+    /// Output channel `(b1·b + b2)·C + c` (DCR) or `c·b² + b1·b + b2` (CRD) for input `(c, h'·b + b1, w'·b + b2)`.
+    static func spaceToDepth(_ x: NDArray, blocksize b: Int, crd: Bool = false) throws -> NDArray {
         guard x.rank == 4, b >= 1, x.shape[2] % b == 0, x.shape[3] % b == 0 else { throw OpError("space_to_depth needs H and W divisible by \(b)") }
         let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
-        return x.reshaped([n, c, h / b, b, w / b, b]).transposed([0, 3, 5, 1, 2, 4]).contiguous().reshaped([n, c * b * b, h / b, w / b])
+        let blocks = x.reshaped([n, c, h / b, b, w / b, b])
+        return (crd ? blocks.transposed([0, 1, 3, 5, 2, 4]) : blocks.transposed([0, 3, 5, 1, 2, 4])).contiguous().reshaped([n, c * b * b, h / b, w / b])
     }
 
     static func range(_ start: NDArray, _ limit: NDArray, _ delta: NDArray) throws -> NDArray {

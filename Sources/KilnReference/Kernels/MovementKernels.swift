@@ -130,8 +130,8 @@ enum MovementKernels {
             let b = try a.int("blocksize", 1), mode = try a.string("mode", "DCR")
             return { inputs in [try Movement.depthToSpace(try present(inputs, 0), blocksize: b, mode: mode)] }
         case "space_to_depth":
-            let b = try a.int("blocksize", 1)
-            return { inputs in [try Movement.spaceToDepth(try present(inputs, 0), blocksize: b)] }
+            let b = try a.int("blocksize", 1), crd = try a.string("mode", "DCR") == "CRD"
+            return { inputs in [try Movement.spaceToDepth(try present(inputs, 0), blocksize: b, crd: crd)] }
         case "shape":
             let start = try a.int("start", 0), end = a["end"] != nil ? try a.int("end", 0) : nil
             return { inputs in

@@ -34,7 +34,8 @@ enum Reduction {
 
     static func reduceOp(_ op: String, _ x: NDArray, axes: [Int]?, keepDims: Bool, noopWithEmpty: Bool) throws -> NDArray {
         if (axes?.isEmpty ?? true) && noopWithEmpty { return x }
-        let isInt = x.scalarType == .int64 || x.scalarType == .int32
+        // Integer and bool inputs reduce in float32 and return in their own type.
+        let isInt = !x.scalarType.isFloatingPoint
         let input = x.scalarType == .float32 ? x : try Elementwise.cast(x, to: .float32)
         guard input.scalarType == .float32 else { throw OpError("\(op) needs a numeric input") }
         let list = try axesList(x, axes?.isEmpty == true ? nil : axes)
@@ -58,6 +59,8 @@ enum Reduction {
             default: return offs.reduce(Float(0)) { $0 + p[$1] * p[$1] }.squareRoot()
             }
         }
+        // Bool max and min are any and all (an empty max is false, an empty min true).
+        if x.scalarType == .bool { return try Elementwise.compare("greater", result, NDArray(scalar: Float(0))) }
         return isInt ? try Elementwise.cast(result, to: x.scalarType) : result
     }
 

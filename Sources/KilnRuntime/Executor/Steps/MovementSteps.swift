@@ -245,11 +245,15 @@ struct CopyStep: StepKernel {
                                     sourceStrides: [c * h * w * e, cs, w * e, b1s, e, b2s], target: 0, targetOffset: 0,
                                     targetStrides: byteStrides([n, c2, h, bs, w, bs], e))]
             } else {
-                // Output [N, b1, b2, C, H', W'] (channel (b1·b + b2)·C + c) from input (c, h'·b + b1, w'·b + b2).
+                // Output [N, b1, b2, C, H', W'] (channel (b1·b + b2)·C + c; CRD: c·b² + b1·b + b2) from input
+                // (c, h'·b + b1, w'·b + b2).
                 let (h2, w2) = (h / bs, w / bs)
+                let crd = try op.attributes.string("mode", "DCR") == "CRD"
+                let plane = h2 * w2 * e
                 blocks = [BlockCopy(shape: [n, bs, bs, c, h2, w2], source: 0, sourceOffset: 0,
                                     sourceStrides: [c * h * w * e, w * e, e, h * w * e, bs * w * e, bs * e], target: 0, targetOffset: 0,
-                                    targetStrides: byteStrides([n, bs, bs, c, h2, w2], e))]
+                                    targetStrides: crd ? [c * bs * bs * plane, bs * plane, plane, bs * bs * plane, w2 * e, e]
+                                        : byteStrides([n, bs, bs, c, h2, w2], e))]
             }
             guard blocks[0].shape.reduce(1, *) == y.count else { throw OpError("block size \(bs) does not fit \(x.shape)") }
         default:
