@@ -315,6 +315,135 @@ save("int8_weights", model(
     opset=21),
     {"ids": rng.integers(0, 50, size=(3, 5)).astype(np.int64)}, check=False, exact=True)
 
+# Model-local functions (the PyTorch dynamo exporter's form): a block called twice with different
+# attribute values, calling an activation function whose alpha refers to the block's attribute or
+# takes its default, and a function output the caller leaves unnamed.
+act_node = helper.make_node("LeakyRelu", ["a"], ["b"])
+ref = onnx.AttributeProto()
+ref.name, ref.ref_attr_name, ref.type = "alpha", "slope", onnx.AttributeProto.FLOAT
+act_node.attribute.append(ref)
+act = onnx.FunctionProto()
+act.name, act.domain = "Act", "pkg.kiln"
+act.input.append("a")
+act.output.append("b")
+act.node.append(act_node)
+act.opset_import.append(helper.make_opsetid("", 18))
+default_slope = helper.make_attribute("slope", 0.3)
+act.attribute_proto.append(default_slope)
+block = onnx.FunctionProto()
+block.name, block.domain = "Block", "pkg.kiln"
+block.input.extend(["x", "w"])
+block.output.extend(["y", "pre"])
+block.attribute.append("slope")
+block.node.extend([helper.make_node("MatMul", ["x", "w"], ["pre"]),
+                   helper.make_node("Act", ["pre"], ["y"], domain="pkg.kiln")])
+passed = onnx.AttributeProto()
+passed.name, passed.ref_attr_name, passed.type = "slope", "slope", onnx.AttributeProto.FLOAT
+block.node[1].attribute.append(passed)
+block.opset_import.extend([helper.make_opsetid("", 18), helper.make_opsetid("pkg.kiln", 1)])
+lf = model(
+    [helper.make_node("Block", ["x", "w1"], ["h", ""], domain="pkg.kiln", slope=0.1),
+     helper.make_node("Block", ["h", "w2"], ["y", "z"], domain="pkg.kiln"),
+     helper.make_node("Act", ["z"], ["z_act"], domain="pkg.kiln")],
+    [vi("x", TensorProto.FLOAT, ["n", 4])], [vi("y", TensorProto.FLOAT, ["n", 3]), vi("z_act", TensorProto.FLOAT, ["n", 3])],
+    [numpy_helper.from_array(f32(4, 5), "w1"), numpy_helper.from_array(f32(5, 3), "w2")], opset=18)
+# The second Block call omits slope: its Act then takes Act's own default (0.3).
+lf.opset_import.append(helper.make_opsetid("pkg.kiln", 1))
+lf.functions.extend([act, block])
+save("local_functions", lf, {"x": f32(6, 4)})
+rec = onnx.FunctionProto()
+rec.name, rec.domain = "Again", "pkg.kiln"
+rec.input.append("a")
+rec.output.append("b")
+rec.node.append(helper.make_node("Again", ["a"], ["b"], domain="pkg.kiln", name="inner"))
+rec.opset_import.extend([helper.make_opsetid("", 18), helper.make_opsetid("pkg.kiln", 1)])
+rm = model([helper.make_node("Again", ["x"], ["y"], domain="pkg.kiln", name="outer")],
+           [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [2])], opset=18)
+rm.opset_import.append(helper.make_opsetid("pkg.kiln", 1))
+rm.functions.append(rec)
+save("local_function_recursive", rm, check=False)
+
+# A CRNN text recognizer: convolutions over a [n, 1, 16, W] line image of any width, the feature
+# map reshaped by Shape arithmetic into a width-major sequence, a bidirectional LSTM, per-step
+# class log-probabilities.
+hidden, classes = 6, 11
+crnn = model(
+    [helper.make_node("Conv", ["img", "c1w", "c1b"], ["c1"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c1"], ["r1"]),
+     helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+     helper.make_node("Conv", ["p1", "c2w", "c2b"], ["c2"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c2"], ["r2"]),
+     helper.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 1], strides=[2, 1]),
+     helper.make_node("Shape", ["p2"], ["sh"]),
+     helper.make_node("Gather", ["sh", "i0"], ["n"], axis=0), helper.make_node("Gather", ["sh", "i1"], ["c"], axis=0),
+     helper.make_node("Gather", ["sh", "i2"], ["h"], axis=0), helper.make_node("Gather", ["sh", "i3"], ["wd"], axis=0),
+     helper.make_node("Mul", ["c", "h"], ["ch"]),
+     helper.make_node("Concat", ["n", "ch", "wd"], ["target"], axis=0),
+     helper.make_node("Reshape", ["p2", "target"], ["seq_ncw"]),
+     helper.make_node("Transpose", ["seq_ncw"], ["seq"], perm=[2, 0, 1]),
+     helper.make_node("LSTM", ["seq", "lw", "lr", "lb"], ["ly", "", ""], hidden_size=hidden, direction="bidirectional"),
+     helper.make_node("Transpose", ["ly"], ["lyt"], perm=[0, 2, 1, 3]),
+     helper.make_node("Reshape", ["lyt", "flat_shape"], ["feat"]),
+     helper.make_node("MatMul", ["feat", "cls_w"], ["logits"]), helper.make_node("Add", ["logits", "cls_b"], ["logits_b"]),
+     helper.make_node("LogSoftmax", ["logits_b"], ["logp"], axis=-1)],
+    [vi("img", TensorProto.FLOAT, ["n", 1, 16, "W"])], [vi("logp", TensorProto.FLOAT, ["T", "n", classes])],
+    [numpy_helper.from_array(f32(4, 1, 3, 3), "c1w"), numpy_helper.from_array(f32(4), "c1b"),
+     numpy_helper.from_array(f32(5, 4, 3, 3), "c2w"), numpy_helper.from_array(f32(5), "c2b"),
+     numpy_helper.from_array(np.array([0], dtype=np.int64), "i0"), numpy_helper.from_array(np.array([1], dtype=np.int64), "i1"),
+     numpy_helper.from_array(np.array([2], dtype=np.int64), "i2"), numpy_helper.from_array(np.array([3], dtype=np.int64), "i3"),
+     numpy_helper.from_array(f32(2, 4 * hidden, 20), "lw"), numpy_helper.from_array(f32(2, 4 * hidden, hidden), "lr"),
+     numpy_helper.from_array(f32(2, 8 * hidden), "lb"), numpy_helper.from_array(np.array([0, 0, -1], dtype=np.int64), "flat_shape"),
+     numpy_helper.from_array(f32(2 * hidden, classes), "cls_w"), numpy_helper.from_array(f32(classes), "cls_b")],
+    value_info=[vi("seq", TensorProto.FLOAT, [-1, -1, 20])], opset=17)
+save("crnn_recognizer", crnn, {"img": f32(2, 1, 16, 13)}, check=False)
+
+# A YOLO-style detection head with distribution focal loss: 4 × 16 bins per anchor softmaxed and
+# reduced to distances by a 1 × 1 convolution over 0…15, decoded against anchor points into
+# boxes, concatenated with sigmoid class scores. The anchor count comes from the input.
+reg_max, ncls = 16, 3
+dfl = model(
+    [helper.make_node("Split", ["feat", "split"], ["box_raw", "cls_raw"], axis=1),
+     helper.make_node("Shape", ["box_raw"], ["bsh"]), helper.make_node("Gather", ["bsh", "i2"], ["anchors"], axis=0),
+     helper.make_node("Concat", ["one", "four", "bins", "anchors"], ["dfl_shape"], axis=0),
+     helper.make_node("Reshape", ["box_raw", "dfl_shape"], ["b4"]),
+     helper.make_node("Transpose", ["b4"], ["b4t"], perm=[0, 2, 1, 3]),
+     helper.make_node("Softmax", ["b4t"], ["prob"], axis=1),
+     helper.make_node("Conv", ["prob", "proj"], ["dist4"]),
+     helper.make_node("Concat", ["one", "four", "anchors"], ["dist_shape"], axis=0),
+     helper.make_node("Reshape", ["dist4", "dist_shape"], ["dist"]),
+     helper.make_node("Slice", ["dist", "s0", "s2", "ax1"], ["lt"]), helper.make_node("Slice", ["dist", "s2", "s4", "ax1"], ["rb"]),
+     helper.make_node("Sub", ["points", "lt"], ["xy1"]), helper.make_node("Add", ["points", "rb"], ["xy2"]),
+     helper.make_node("Add", ["xy1", "xy2"], ["c2"]), helper.make_node("Div", ["c2", "two"], ["cxy"]),
+     helper.make_node("Sub", ["xy2", "xy1"], ["wh"]), helper.make_node("Concat", ["cxy", "wh"], ["box"], axis=1),
+     helper.make_node("Mul", ["box", "stride"], ["box_px"]),
+     helper.make_node("Sigmoid", ["cls_raw"], ["cls"]), helper.make_node("Concat", ["box_px", "cls"], ["det"], axis=1)],
+    [vi("feat", TensorProto.FLOAT, [1, 4 * reg_max + ncls, 24]), vi("points", TensorProto.FLOAT, [1, 2, 24])],
+    [vi("det", TensorProto.FLOAT, [1, 4 + ncls, 24])],
+    [numpy_helper.from_array(np.array([4 * reg_max, ncls], dtype=np.int64), "split"),
+     numpy_helper.from_array(np.array([2], dtype=np.int64), "i2"), numpy_helper.from_array(np.array([1], dtype=np.int64), "one"),
+     numpy_helper.from_array(np.array([4], dtype=np.int64), "four"), numpy_helper.from_array(np.array([reg_max], dtype=np.int64), "bins"),
+     numpy_helper.from_array(np.arange(reg_max, dtype=np.float32).reshape(1, reg_max, 1, 1), "proj"),
+     numpy_helper.from_array(np.array([0], dtype=np.int64), "s0"), numpy_helper.from_array(np.array([2], dtype=np.int64), "s2"),
+     numpy_helper.from_array(np.array([4], dtype=np.int64), "s4"), numpy_helper.from_array(np.array([1], dtype=np.int64), "ax1"),
+     numpy_helper.from_array(np.array(2, dtype=np.float32), "two"), numpy_helper.from_array(np.array(8, dtype=np.float32), "stride")],
+    opset=17)
+save("yolo_dfl_head", dfl, {"feat": f32(1, 4 * reg_max + ncls, 24) * 3, "points": rng.uniform(0, 20, (1, 2, 24)).astype(np.float32)})
+
+# A Loop over the sequence length read from the input's shape: h ← tanh(h·W + x[t]), every h
+# stacked.
+step_body = helper.make_graph(
+    [helper.make_node("Gather", ["xs", "t"], ["xt"], axis=0),
+     helper.make_node("MatMul", ["h_in", "rw"], ["hw"]), helper.make_node("Add", ["hw", "xt"], ["pre"]),
+     helper.make_node("Tanh", ["pre"], ["h_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+     helper.make_node("Identity", ["h_out"], ["h_scan"])],
+    "step", [vi("t", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("h_in", TensorProto.FLOAT, ["b", 5])],
+    [vi("cond_out", TensorProto.BOOL, []), vi("h_out", TensorProto.FLOAT, ["b", 5]), vi("h_scan", TensorProto.FLOAT, ["b", 5])])
+seq_loop = model(
+    [helper.make_node("Shape", ["xs"], ["xsh"], start=0, end=1), helper.make_node("Squeeze", ["xsh"], ["steps"]),
+     helper.make_node("Loop", ["steps", "", "h0"], ["h_last", "hs"], body=step_body)],
+    [vi("xs", TensorProto.FLOAT, ["T", "b", 5]), vi("h0", TensorProto.FLOAT, ["b", 5])],
+    [vi("h_last", TensorProto.FLOAT, ["b", 5]), vi("hs", TensorProto.FLOAT, ["T", "b", 5])],
+    [numpy_helper.from_array(f32(5, 5), "rw")], opset=17)
+save("loop_sequence_length", seq_loop, {"xs": f32(7, 2, 5), "h0": f32(2, 5)})
+
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))
     f.write("\n")

@@ -102,7 +102,16 @@ enum ONNXDecoder {
                 producerVersion: try string(m.producer_version), modelVersion: Int(m.model_version),
                 docString: try string(m.doc_string), opsets: opsets,
                 metadata: try list(m.n_metadata_props, m.metadata_props) { (try string($0.key), try string($0.value)) },
-                graph: try graph(g))
+                graph: try graph(g), functions: try list(m.n_functions, m.functions, function))
+        }
+
+        func function(_ f: KilnOnnx__FunctionProto) throws -> ONNXFunction {
+            var attributes: [String: ONNXAttribute?] = [:]
+            for a in try strings(f.n_attribute, f.attribute) { attributes[a] = .some(nil) }
+            for (k, v) in try list(f.n_attribute_proto, f.attribute_proto, attribute) { attributes[k] = v }
+            return ONNXFunction(name: try string(f.name), domain: try string(f.domain), overload: try string(f.overload),
+                                inputs: try strings(f.n_input, f.input), outputs: try strings(f.n_output, f.output),
+                                attributes: attributes, nodes: try list(f.n_node, f.node, node))
         }
 
         func graph(_ g: KilnOnnx__GraphProto) throws -> ONNXGraph {
@@ -146,6 +155,7 @@ enum ONNXDecoder {
 
         func attribute(_ a: KilnOnnx__AttributeProto) throws -> (String, ONNXAttribute) {
             let name = try string(a.name)
+            if let reference = a.ref_attr_name, reference.pointee != 0 { return (name, .reference(try string(reference))) }
             var type = a.has_type != 0 ? Int(a.type.rawValue) : 0
             if type == 0 {
                 // Old writers leave `type` unset; infer it from the field present.

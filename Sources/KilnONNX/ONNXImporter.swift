@@ -37,7 +37,8 @@ public enum ONNXImporter {
         try convert(try ONNXDecoder.decode(bytes, path: path), path: path, options: options)
     }
 
-    static func convert(_ onnx: ONNXModel, path: String, options: ConvertOptions) throws -> PortableModel {
+    static func convert(_ decoded: ONNXModel, path: String, options: ConvertOptions) throws -> PortableModel {
+        let onnx = try FunctionInliner.inline(decoded, path: path)
         var name = options.name ?? String(path.split(separator: "/").last ?? "model")
         if options.name == nil, name.hasSuffix(".onnx") { name.removeLast(5) }
         let conversion = Conversion(model: onnx, path: path)

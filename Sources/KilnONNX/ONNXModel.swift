@@ -11,6 +11,8 @@ enum ONNXAttribute: Sendable {
     case strings([String])
     /// A subgraph (a branch or loop body).
     case graph(ONNXGraph)
+    /// Inside a model-local function: the value of the calling node's attribute of this name.
+    case reference(String)
     case other(String)
 }
 
@@ -48,6 +50,19 @@ struct ONNXGraph: Sendable {
     var valueInfo: [ONNXValueInfo]
 }
 
+/// A model-local function (ONNX FunctionProto, as the PyTorch dynamo exporter writes them),
+/// inlined into its callers before conversion.
+struct ONNXFunction: Sendable {
+    var name: String
+    var domain: String
+    var overload: String
+    var inputs: [String]
+    var outputs: [String]
+    /// Attributes the function takes, with their defaults when it has one.
+    var attributes: [String: ONNXAttribute?]
+    var nodes: [ONNXNode]
+}
+
 struct ONNXModel: Sendable {
     var irVersion: Int
     var producerName: String
@@ -57,6 +72,7 @@ struct ONNXModel: Sendable {
     var opsets: [String: Int]
     var metadata: [(String, String)]
     var graph: ONNXGraph
+    var functions: [ONNXFunction] = []
 }
 
 /// Why an ONNX model could not be converted. Prints as `FILE: REASON`.

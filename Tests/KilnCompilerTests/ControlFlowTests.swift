@@ -14,30 +14,11 @@ final class ControlFlowTests: XCTestCase {
     let dir = "\(repositoryRoot)/Tests/Fixtures/onnx/models"
 
     func fixture(_ name: String) throws -> (PortableModel, inputs: [String: NDArray], outputs: [String: NDArray]) {
-        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(dir)/models.json"))) as! [String: Any]
-        let c = try XCTUnwrap((json["cases"] as! [[String: Any]]).first { $0["name"] as? String == name }, "no case \(name)")
-        let model = try ONNXImporter.convert(contentsOf: "\(dir)/\(name).onnx")
-        return (model, (c["inputs"] as! [String: [String: Any]]).mapValues(FixtureJSON.array),
-                (c["outputs"] as! [String: [String: Any]]).mapValues(FixtureJSON.array))
+        try importedFixture(name)
     }
 
-    /// The reference interpreter and the host's compiled artifact (first and later runs) against onnxruntime.
     func check(_ name: String) async throws -> PortableModel {
-        let (model, inputs, outputs) = try fixture(name)
-        let reference = try ReferenceInterpreter(model: model, function: "main").run(inputs)
-        for (k, want) in outputs { assertMatches(reference[k], want, "\(name) \(k) (reference)") }
-        let tmp = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: tmp) }
-        let arch = try XCTUnwrap(Architecture.host)
-        let path = "\(tmp)/m.\(arch.name).compiled"
-        try compileArtifact(model, arch, to: path)
-        let compiled = try await Model.load(contentsOf: URL(fileURLWithPath: path))
-        let f = try await XCTUnwrapAsync(try await compiled.loadFunction(named: "main"))
-        for run in 0 ..< 2 {
-            let got = try await f.run(inputs: inputs)
-            for (k, want) in outputs { assertMatches(got[k], want, "\(name) \(k) (compiled, run \(run))") }
-        }
-        return model
+        try await checkImported(name)
     }
 
     func testIfRunsTheBranchTheFlagPicksWithCapturesThroughTwoLevels() async throws {

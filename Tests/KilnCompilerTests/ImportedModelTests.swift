@@ -1,0 +1,82 @@
+import Foundation
+import KilnCompiler
+import KilnFormat
+import KilnONNX
+import KilnReference
+@testable import KilnRuntime
+import KilnTestSupport
+import XCTest
+
+let importedModels = "\(repositoryRoot)/Tests/Fixtures/onnx/models"
+
+/// An ONNX fixture of tools/make_onnx_fixtures.py, converted, with onnxruntime's inputs and outputs.
+func importedFixture(_ name: String) throws -> (PortableModel, inputs: [String: NDArray], outputs: [String: NDArray]) {
+    let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(importedModels)/models.json"))) as! [String: Any]
+    let c = try XCTUnwrap((json["cases"] as! [[String: Any]]).first { $0["name"] as? String == name }, "no case \(name)")
+    let model = try ONNXImporter.convert(contentsOf: "\(importedModels)/\(name).onnx")
+    return (model, (c["inputs"] as! [String: [String: Any]]).mapValues(FixtureJSON.array),
+            (c["outputs"] as! [String: [String: Any]]).mapValues(FixtureJSON.array))
+}
+
+/// The reference interpreter and the host's compiled artifact (first and later runs) against onnxruntime.
+func checkImported(_ name: String, file: StaticString = #filePath, line: UInt = #line) async throws -> PortableModel {
+    let (model, inputs, outputs) = try importedFixture(name)
+    let reference = try ReferenceInterpreter(model: model, function: "main").run(inputs)
+    for (k, want) in outputs { assertMatches(reference[k], want, "\(name) \(k) (reference)", file: file, line: line) }
+    let tmp = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: tmp) }
+    let arch = try XCTUnwrap(Architecture.host)
+    let path = "\(tmp)/m.\(arch.name).compiled"
+    try compileArtifact(model, arch, to: path)
+    let compiled = try await Model.load(contentsOf: URL(fileURLWithPath: path))
+    let f = try await XCTUnwrapAsync(try await compiled.loadFunction(named: "main"))
+    for run in 0 ..< 2 {
+        let got = try await f.run(inputs: inputs)
+        for (k, want) in outputs { assertMatches(got[k], want, "\(name) \(k) (compiled, run \(run))", file: file, line: line) }
+    }
+    return model
+}
+
+/// Patterns of real exported models (ONNX fixtures with onnxruntime's outputs): model-local
+/// functions, a CRNN text recognizer, a YOLO distribution-focal-loss head, a Loop over the
+/// sequence length — each through the reference interpreter and a compiled artifact.
+final class ImportedModelTests: XCTestCase {
+    func testModelLocalFunctionsAreInlined() async throws {
+        // Block is called twice (slope 0.1, then its Act's default 0.3) and Act once directly.
+        let model = try await checkImported("local_functions")
+        let ops = model.functions[0].operations.map(\.opType)
+        XCTAssertEqual(ops.filter { $0 == "leaky_relu" }.count, 3, "\(ops)")
+        let slopes = model.functions[0].operations.filter { $0.opType == "leaky_relu" }.compactMap { $0.attributes["alpha"] }
+        XCTAssertEqual(slopes.count, 3)
+        XCTAssertEqual(slopes[0], .float(Double(Float(0.1))))
+        XCTAssertEqual(slopes[1], .float(Double(Float(0.3))))
+    }
+
+    func testARecursiveLocalFunctionIsRefusedByName() throws {
+        let path = "\(importedModels)/local_function_recursive.onnx"
+        XCTAssertThrowsError(try ONNXImporter.convert(contentsOf: path)) { error in
+            XCTAssertEqual("\(error)", "\(path): node 'outer' (through its model-local functions): model-local function 'Again' calls itself (Again → Again)")
+        }
+    }
+
+    func testCRNNRecognizerWithAnyLineWidth() async throws {
+        let model = try await checkImported("crnn_recognizer")
+        // The width stays symbolic through the Shape arithmetic, the Reshape and the LSTM.
+        XCTAssertEqual(model.functions[0].inputs[0].type.description, "float32[n, 1, 16, W]")
+        XCTAssertTrue(model.functions[0].operations.contains { $0.opType == "lstm" })
+        // Another width runs through the same package.
+        let x = NDArray(shape: [1, 1, 16, 21], scalars: (0 ..< 336).map { Float($0 % 17) / 17 })
+        let out = try ReferenceInterpreter(model: model, function: "main").run(["img": x])["logp"]!
+        XCTAssertEqual(out.shape, [10, 1, 11])
+    }
+
+    func testYOLODistributionFocalLossHead() async throws {
+        let model = try await checkImported("yolo_dfl_head")
+        XCTAssertTrue(model.functions[0].operations.contains { $0.opType == "softmax" })
+    }
+
+    func testLoopOverTheSequenceLength() async throws {
+        let model = try await checkImported("loop_sequence_length")
+        XCTAssertTrue(model.functions[0].operations.contains { $0.opType == "loop" })
+    }
+}
