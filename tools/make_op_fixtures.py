@@ -68,7 +68,7 @@ KILN_OP = {
     "HammingWindow": "window", "BlackmanWindow": "window", "MelWeightMatrix": "mel_weight_matrix",
     "LinearAttention": "linear_attention", "CausalConvWithState": "causal_conv_with_state", "TensorScatter": "tensor_scatter",
     "ReverseSequence": "reverse_sequence", "Unique": "unique", "NonZero": "non_zero", "BitCast": "bit_cast", "Det": "det",
-    "TfIdfVectorizer": "tfidf_vectorizer",
+    "TfIdfVectorizer": "tfidf_vectorizer", "ConvInteger": "conv_integer", "QLinearConv": "qlinear_conv",
 }
 ATTR_RENAME = {"transA": "trans_a", "transB": "trans_b"}
 DTYPE = {"float32": "float32", "float16": "float16", "float64": "float64", "int64": "int64",
@@ -669,6 +669,18 @@ case("det_batch", "Det", [f32(2, 3, 3)])
 case("tfidf_uni_and_bigrams", "TfIdfVectorizer", [np.array([[1, 1, 3, 3, 3, 7], [8, 6, 7, 5, 6, 8]], dtype=np.int32)],
      {"mode": "TFIDF", "min_gram_length": 1, "max_gram_length": 2, "max_skip_count": 2, "ngram_counts": [0, 4],
       "ngram_indexes": [0, 1, 2, 3, 4, 5, 6], "pool_int64s": [2, 3, 5, 4, 5, 6, 7, 8, 6, 7], "weights": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]})
+case("conv_integer_grouped_padded", "ConvInteger", [rng.integers(0, 255, (1, 4, 5, 5)).astype(np.uint8), rng.integers(-128, 127, (6, 2, 3, 3)).astype(np.int8),
+     np.array(7, dtype=np.uint8), np.array(-2, dtype=np.int8)], {"group": 2, "pads": [1, 1, 0, 1], "strides": [2, 1]})
+case("qlinear_conv_per_channel", "QLinearConv", [rng.integers(0, 255, (1, 3, 5, 4)).astype(np.uint8), np.array(0.03, dtype=np.float32),
+     np.array(120, dtype=np.uint8), rng.integers(-100, 100, (4, 3, 3, 3)).astype(np.int8), np.array([0.01, 0.02, 0.005, 0.015], dtype=np.float32),
+     np.zeros(4, dtype=np.int8), np.array(0.2, dtype=np.float32), np.array(110, dtype=np.uint8), rng.integers(-500, 500, (4,)).astype(np.int32)],
+     {"pads": [1, 1, 1, 1]})
+case("einsum_ellipsis_broadcast", "Einsum", [f32(2, 3, 4, 5), f32(1, 3, 5, 2)], {"equation": "...ij,...jk->...ik"})
+case("einsum_ellipsis_implicit", "Einsum", [f32(2, 3, 3)], {"equation": "...ii"})
+case("resize_linear_antialias", "Resize", [f32(1, 2, 9, 11), None, np.array([1, 1, 0.4, 0.6], dtype=np.float32)],
+     {"mode": "linear", "antialias": 1}, static={2: "scales"}, opset=18)
+case("resize_cubic_antialias_exclude", "Resize", [f32(1, 1, 10, 7), None, None, i64([1, 1, 4, 3])],
+     {"mode": "cubic", "antialias": 1, "exclude_outside": 1}, static={3: "sizes"}, opset=18)
 
 with open(OUT, "w") as f:
     json.dump({"generator": "tools/make_op_fixtures.py", "onnxruntime": ort.__version__, "opset": OPSET, "cases": cases},

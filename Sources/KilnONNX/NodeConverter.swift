@@ -38,6 +38,8 @@ struct NodeConverter {
         "Unique": ("unique", ["axis", "sorted"]),
         "NonZero": ("non_zero", []),
         "Det": ("det", []),
+        "ConvInteger": ("conv_integer", ["strides", "pads", "dilations", "auto_pad", "group", "kernel_shape"]),
+        "QLinearConv": ("qlinear_conv", ["strides", "pads", "dilations", "auto_pad", "group", "kernel_shape"]),
         "TfIdfVectorizer": ("tfidf_vectorizer", ["max_gram_length", "max_skip_count", "min_gram_length", "mode", "ngram_counts",
                                                  "ngram_indexes", "pool_int64s", "weights"]),
     ]
@@ -976,7 +978,7 @@ struct NodeConverter {
     }
 
     func resize(_ node: ONNXNode) throws {
-        var attrs = try attributes(node, only: ["mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
+        var attrs = try attributes(node, only: ["mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "antialias",
                                                 "exclude_outside", "extrapolation_value", "axes", "keep_aspect_ratio_policy"])
         if case .string(let m)? = attrs["mode"] { attrs["mode"] = .string(m == "bilinear" || m == "trilinear" ? "linear" : m) }
         let legacy = node.opType == "Upsample" || c.opset < 11

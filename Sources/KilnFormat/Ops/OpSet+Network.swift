@@ -308,6 +308,13 @@ extension OpSet {
                 let x = try ctx.input(0)
                 return [TensorType(.uint8, x.shape), TensorType(.float32, []), TensorType(.uint8, [])]
             },
+            op("conv_integer", ["x", "weight", "x_zero_point?", "w_zero_point?"], windowAttributes.merging(["group": .int, "kernel_shape": .ints]) { a, _ in a }) { ctx in
+                [TensorType(.int32, try integerConvShape(try ctx.input(0), try ctx.input(1), ctx.attributes))]
+            },
+            op("qlinear_conv", ["x", "x_scale", "x_zero_point", "weight", "w_scale", "w_zero_point", "y_scale", "y_zero_point", "bias?"],
+               windowAttributes.merging(["group": .int, "kernel_shape": .ints]) { a, _ in a }) { ctx in
+                [TensorType(try ctx.input(7).dtype, try integerConvShape(try ctx.input(0), try ctx.input(3), ctx.attributes))]
+            },
             op("matmul_integer", ["a", "b", "a_zero_point?", "b_zero_point?"]) { ctx in
                 [TensorType(.int32, try matmulShape(try ctx.input(0), try ctx.input(1)))]
             },
@@ -322,6 +329,20 @@ extension OpSet {
     }
 }
 
+extension OpSet {
+    /// The output dims of an integer convolution (channels first).
+    static func integerConvShape(_ x: TensorType, _ w: TensorType, _ attributes: [String: AttributeValue]) throws -> [Dimension] {
+        guard x.rank >= 3, w.rank == x.rank else { throw OpError("integer convolutions need x [N, C, …] and a weight of the same rank") }
+        guard try !channelsLast(attributes) else { throw OpError("integer convolutions have no channels_last form") }
+        let kernel = try w.shape[2...].map { d -> Int in
+            guard let k = d.size else { throw OpError("the kernel must be static") }
+            return k
+        }
+        let window = try Window(attributes, kernel: kernel)
+        return windowOutput(x, channels: w.shape[0], window: window, layout: try channelsLayout(attributes))
+    }
+}
+
 /// A parsed einsum equation such as `bij,bjk->bik` (explicit or implicit output).
 public struct Einsum: Sendable {
     /// Labels of each input's dims.
@@ -329,29 +350,51 @@ public struct Einsum: Sendable {
     /// Labels of the output's dims.
     public var output: [Character]
 
-    /// Parses `equation` for inputs of the given ranks. Ellipses are not supported.
+    /// Parses `equation` for inputs of the given ranks. An ellipsis (`...`) stands for an
+    /// operand's remaining dims, aligned from the right and broadcast across operands; it
+    /// becomes labels of its own (one per dim), which lead an implicit output.
     public init(_ equation: String, ranks: [Int]) throws {
         let text = equation.filter { $0 != " " }
-        guard !text.contains(".") else { throw OpError("einsum ellipses ('...') are not supported") }
         let parts = text.components(separatedBy: "->")
         guard parts.count <= 2 else { throw OpError("einsum equation '\(equation)' has more than one '->'") }
-        inputs = parts[0].split(separator: ",", omittingEmptySubsequences: false).map { Array($0) }
-        guard inputs.count == ranks.count else {
-            throw OpError("einsum equation '\(equation)' names \(inputs.count) operands, got \(ranks.count)")
+        let operands = parts[0].split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        guard operands.count == ranks.count else {
+            throw OpError("einsum equation '\(equation)' names \(operands.count) operands, got \(ranks.count)")
         }
-        for (labels, rank) in zip(inputs, ranks) where labels.count != rank {
-            throw OpError("einsum operand '\(String(labels))' has \(labels.count) labels for rank \(rank)")
+        // Dims each operand's ellipsis covers; labels for the widest, from an alphabet no equation uses.
+        var covered: [Int] = []
+        for (term, rank) in zip(operands, ranks) {
+            let pieces = term.components(separatedBy: "...")
+            guard pieces.count <= 2 else { throw OpError("einsum operand '\(term)' has more than one ellipsis") }
+            let named = pieces.reduce(0) { $0 + $1.count }
+            if pieces.count == 2 {
+                guard rank >= named else { throw OpError("einsum operand '\(term)' has \(named) labels for rank \(rank)") }
+                covered.append(rank - named)
+            } else {
+                guard named == rank else { throw OpError("einsum operand '\(term)' has \(named) labels for rank \(rank)") }
+                covered.append(0)
+            }
         }
-        let all = inputs.flatMap { $0 }
-        guard all.allSatisfy({ $0.isLetter }) else { throw OpError("einsum labels must be letters") }
+        let width = covered.max() ?? 0
+        let broadcast = (0 ..< width).map { Character(UnicodeScalar(0x3B1 + $0)!) }
+        func expand(_ term: String, _ n: Int) -> [Character] {
+            let pieces = term.components(separatedBy: "...")
+            guard pieces.count == 2 else { return Array(term) }
+            return Array(pieces[0]) + broadcast.suffix(n) + Array(pieces[1])
+        }
+        inputs = zip(operands, covered).map { expand($0, $1) }
+        let all = operands.flatMap { Array($0) }.filter { $0 != "." }
+        guard all.allSatisfy({ $0.isASCII && $0.isLetter }) else { throw OpError("einsum labels must be letters") }
         if parts.count == 2 {
-            output = Array(parts[1])
-            guard output.allSatisfy({ all.contains($0) }), Set(output).count == output.count else {
+            guard parts[1].components(separatedBy: "...").count <= 2 else { throw OpError("einsum output '\(parts[1])' has more than one ellipsis") }
+            output = expand(parts[1], width)
+            let named = inputs.flatMap { $0 }
+            guard output.allSatisfy({ named.contains($0) }), Set(output).count == output.count else {
                 throw OpError("einsum output '\(parts[1])' has unknown or repeated labels")
             }
         } else {
-            // Implicit output: labels that appear once, in alphabetical order.
-            output = Set(all).filter { l in all.filter { $0 == l }.count == 1 }.sorted()
+            // Implicit output: the ellipsis's dims, then labels that appear once, in alphabetical order.
+            output = broadcast + Set(all).filter { l in all.filter { $0 == l }.count == 1 }.sorted()
         }
     }
 }

@@ -224,7 +224,7 @@ extension OpSet {
             op("resize", ["x", "roi?", "scales?", "sizes?"], [
                 "mode": .string, "coordinate_transformation_mode": .string, "nearest_mode": .string,
                 "cubic_coeff_a": .float, "exclude_outside": .int, "extrapolation_value": .float,
-                "scales": .floats, "sizes": .ints, "axes": .ints, "keep_aspect_ratio_policy": .string,
+                "scales": .floats, "sizes": .ints, "axes": .ints, "keep_aspect_ratio_policy": .string, "antialias": .int,
             ]) { ctx in
                 let x = try ctx.input(0)
                 let mode = try ctx.attributes.string("mode", "nearest")

@@ -11,6 +11,13 @@ extension KernelTable {
             return try t.doubleValues()[0]
         }
         switch op.opType {
+        case "conv_integer":
+            return { inputs in
+                [try Quantization.convInteger(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil,
+                                              inputs.count > 3 ? inputs[3] : nil, a)]
+            }
+        case "qlinear_conv":
+            return { inputs in [try Quantization.qlinearConv(inputs, a)] }
         case "grid_sample":
             let s = try Vision.Sampling(a)
             return { inputs in [try Vision.gridSample(try present(inputs, 0), try present(inputs, 1), s)] }

@@ -149,3 +149,84 @@ enum Quantization {
         return try Elementwise.cast(NDArray(shape: shape, scalars: q), to: yZero.scalarType)
     }
 }
+
+extension Quantization {
+    /// `conv_integer`: a convolution of `(x − x_zero_point)` and `(w − w_zero_point)` (the weight's
+    /// zero point per tensor or per output channel) summed exactly in integers, as int32.
+    static func convInteger(_ x: NDArray, _ w: NDArray, _ xzp: NDArray?, _ wzp: NDArray?, _ a: [String: AttributeValue]) throws -> NDArray {
+        guard x.rank >= 3, w.rank == x.rank else { throw OpError("conv_integer: x \(x.shape) and weight \(w.shape) do not fit") }
+        let group = try a.int("group", 1)
+        let (batch, channels, outChannels) = (x.shape[0], x.shape[1], w.shape[0])
+        guard group >= 1, channels % group == 0, outChannels % group == 0, w.shape[1] == channels / group else {
+            throw OpError("conv_integer: \(channels) input channels, weight \(w.shape) and group \(group) do not fit")
+        }
+        let xz = try xzp?.intValues() ?? [0], wz = try wzp?.intValues() ?? [0]
+        guard xz.count == 1 else { throw OpError("x_zero_point must hold one value") }
+        guard wz.count == 1 || wz.count == outChannels else { throw OpError("w_zero_point must hold 1 or \(outChannels) values") }
+        let xs = try x.intValues().map { $0 - xz[0] }
+        let kernel = Array(w.shape[2...]), kernelSize = kernel.reduce(1, *)
+        let wv = try w.intValues()
+        let ws = wv.indices.map { wv[$0] - wz[wz.count == 1 ? 0 : $0 / (w.shape[1] * kernelSize)] }
+        let window = try OpSet.Window(a, kernel: kernel)
+        let g = Convolution.Geometry(window: window, input: Array(x.shape[2...]))
+        let shape = try checkedShape([batch, outChannels] + g.output)
+        let spatialIn = g.input.reduce(1, *), spatialOut = g.output.reduce(1, *), d = kernel.count
+        let inStrides = stridesOf(g.input), outStrides = stridesOf(g.output), kStrides = stridesOf(kernel)
+        let (cinG, coutG) = (channels / group, outChannels / group)
+        var out = [Int32](repeating: 0, count: shape.reduce(1, *))
+        for n in 0 ..< batch {
+            for oc in 0 ..< outChannels {
+                let grp = oc / coutG
+                for o in 0 ..< spatialOut {
+                    var acc = 0
+                    for k in 0 ..< kernelSize {
+                        var at = 0
+                        var inside = true
+                        for ax in 0 ..< d {
+                            let pos = (o / outStrides[ax]) % g.output[ax] * window.strides[ax] - g.padBegin[ax]
+                                + (k / kStrides[ax]) % kernel[ax] * window.dilations[ax]
+                            if pos < 0 || pos >= g.input[ax] { inside = false; break }
+                            at += pos * inStrides[ax]
+                        }
+                        guard inside else { continue }
+                        for icg in 0 ..< cinG {
+                            acc += xs[(n * channels + grp * cinG + icg) * spatialIn + at] * ws[(oc * cinG + icg) * kernelSize + k]
+                        }
+                    }
+                    out[(n * outChannels + oc) * spatialOut + o] = Int32(truncatingIfNeeded: acc)
+                }
+            }
+        }
+        return NDArray(shape: shape, scalars: out)
+    }
+
+    /// `qlinear_conv`: the integer convolution plus the int32 bias, requantized by
+    /// `x_scale · w_scale / y_scale` (w_scale per tensor or per output channel) to y's type.
+    static func qlinearConv(_ i: [NDArray?], _ a: [String: AttributeValue]) throws -> NDArray {
+        func at(_ k: Int) throws -> NDArray {
+            guard k < i.count, let x = i[k] else { throw OpError("qlinear_conv needs input \(k)") }
+            return x
+        }
+        let (x, xScale, xZero, w, wScale, wZero, yScale, yZero) = (try at(0), try at(1), try at(2), try at(3), try at(4), try at(5), try at(6), try at(7))
+        let acc = try convInteger(x, w, xZero, wZero, a)
+        let m = w.shape[0], spatial = acc.elementCount / max(acc.shape[0] * m, 1)
+        let sx = try Elementwise.cast(xScale, to: .float32).scalars(as: Float.self)
+        let sw = try Elementwise.cast(wScale, to: .float32).scalars(as: Float.self)
+        let sy = try Elementwise.cast(yScale, to: .float32).scalars(as: Float.self)
+        guard sx.count == 1, sy.count == 1, sw.count == 1 || sw.count == m, yZero.elementCount == 1 else {
+            throw OpError("qlinear_conv needs per-tensor x and y scales and zero points, and w_scale per tensor or per output channel")
+        }
+        let bias = try (i.count > 8 ? i[8] : nil)?.intValues()
+        if let bias, bias.count != m { throw OpError("qlinear_conv's bias must hold \(m) values") }
+        let zy = try yZero.doubleValues()[0]
+        let (lo, hi) = try range(yZero.scalarType)
+        let values = try acc.values(Int32.self)
+        let q = values.indices.map { j -> Double in
+            let oc = (j / spatial) % m
+            let multiplier = Double(sx[0]) * Double(sw[sw.count == 1 ? 0 : oc]) / Double(sy[0])
+            let v = (Double(Int(values[j]) + (bias?[oc] ?? 0)) * multiplier).rounded(.toNearestOrEven) + zy
+            return min(max(v, lo), hi)
+        }
+        return try Elementwise.cast(NDArray(shape: acc.shape, scalars: q), to: yZero.scalarType)
+    }
+}

@@ -11,6 +11,8 @@ package enum Resize {
         var excludeOutside: Bool
         var extrapolation: Float
         var policy: String
+        /// Linear and cubic downsampling widen the filter by 1 / scale (an antialiasing filter).
+        var antialias: Bool
     }
 
     package static func options(_ a: [String: AttributeValue]) throws -> Options {
@@ -21,7 +23,8 @@ package enum Resize {
             cubicA: try a.float("cubic_coeff_a", -0.75),
             excludeOutside: try a.int("exclude_outside", 0) != 0,
             extrapolation: Float(try a.float("extrapolation_value", 0)),
-            policy: try a.string("keep_aspect_ratio_policy", "stretch"))
+            policy: try a.string("keep_aspect_ratio_policy", "stretch"),
+            antialias: try a.int("antialias", 0) != 0)
         guard ["nearest", "linear", "cubic"].contains(o.mode) else { throw OpError("unknown resize mode '\(o.mode)'") }
         guard ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize"].contains(o.transform) else {
             throw OpError("unknown coordinate_transformation_mode '\(o.transform)'")
@@ -153,6 +156,10 @@ package enum Resize {
             }
             outside.append(o.transform == "tf_crop_and_resize" && (xo < 0 || xo > Double(n - 1)))
             func clamp(_ j: Int) -> Int { min(max(j, 0), n - 1) }
+            if o.antialias, scale < 1, o.mode != "nearest" {
+                taps.append(antialiased(xo, input: n, scale: scale, o))
+                continue
+            }
             switch o.mode {
             case "nearest":
                 var j: Int
@@ -187,6 +194,35 @@ package enum Resize {
             }
         }
         return (taps, outside)
+    }
+
+    /// The taps of an antialiased downsample at source coordinate `x`: the linear (triangle) or
+    /// cubic kernel stretched by 1 / scale over the pixels it covers, normalized to sum to 1. The
+    /// window starts left of x (an exact integer x counts as the right end of the pixel before),
+    /// as the ONNX reference places it; pixels beyond the edges repeat the edge (or, with
+    /// exclude_outside, drop out and the rest are renormalized).
+    static func antialiased(_ x: Double, input n: Int, scale: Double, _ o: Options) -> [(Int, Float)] {
+        let floor = x.rounded(.down)
+        let left = Int(floor) - (x == floor ? 1 : 0)
+        let linear = o.mode == "linear"
+        let start = Int((-(linear ? 1 : 2) / scale).rounded(.down)) + 1
+        let a = o.cubicA
+        func kernel(_ s: Double) -> Double {
+            let s = abs(s)
+            if linear { return max(0, 1 - s) }
+            if s <= 1 { return ((a + 2) * s - (a + 3)) * s * s + 1 }
+            if s < 2 { return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a }
+            return 0
+        }
+        var tap: [(Int, Double)] = (start ..< 2 - start).map { i in (left + i, kernel(scale * (Double(left + i) - x))) }
+        var sum = tap.reduce(0) { $0 + $1.1 }
+        if sum != 0 { tap = tap.map { ($0.0, $0.1 / sum) } }
+        if o.excludeOutside {
+            tap = tap.map { ($0.0, $0.0 < 0 || $0.0 >= n ? 0 : $0.1) }
+            sum = tap.reduce(0) { $0 + $1.1 }
+            if sum != 0 { tap = tap.map { ($0.0, $0.1 / sum) } }
+        }
+        return tap.map { (min(max($0.0, 0), n - 1), Float($0.1)) }
     }
 
     /// Interpolates along one axis with per-output taps.
