@@ -444,6 +444,26 @@ seq_loop = model(
     [numpy_helper.from_array(f32(5, 5), "rw")], opset=17)
 save("loop_sequence_length", seq_loop, {"xs": f32(7, 2, 5), "h0": f32(2, 5)})
 
+# 4-bit weights as 4-bit-weight exporters write them: DequantizeLinear of an int4 initializer with
+# per-block scales and int4 zero points (block 16 along K), and of a uint4 initializer per column.
+k4, n4 = 64, 24
+q4 = rng.integers(-8, 8, size=(k4, n4)).astype(np.int8)
+z4 = rng.integers(-2, 3, size=(k4 // 16, n4)).astype(np.int8)
+u4 = rng.integers(0, 16, size=(n4, 10)).astype(np.uint8)
+int4_model = model(
+    [helper.make_node("DequantizeLinear", ["w1_q", "w1_s", "w1_z"], ["w1"], axis=0, block_size=16),
+     helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["a"]),
+     helper.make_node("DequantizeLinear", ["w2_q", "w2_s"], ["w2"], axis=1),
+     helper.make_node("MatMul", ["a", "w2"], ["y"])],
+    [vi("x", TensorProto.FLOAT, ["n", k4])], [vi("y", TensorProto.FLOAT, ["n", 10])],
+    [helper.make_tensor("w1_q", TensorProto.INT4, [k4, n4], q4.reshape(-1).tolist()),
+     numpy_helper.from_array((rng.uniform(0.01, 0.05, size=(k4 // 16, n4))).astype(np.float32), "w1_s"),
+     helper.make_tensor("w1_z", TensorProto.INT4, [k4 // 16, n4], z4.reshape(-1).tolist()),
+     helper.make_tensor("w2_q", TensorProto.UINT4, [n4, 10], u4.reshape(-1).tolist()),
+     numpy_helper.from_array(rng.uniform(0.01, 0.05, size=(10,)).astype(np.float32), "w2_s")],
+    opset=21)
+save("int4_weights", int4_model, {"x": f32(3, k4)}, check=False, exact=True)
+
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))
     f.write("\n")

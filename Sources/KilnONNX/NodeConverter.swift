@@ -274,10 +274,20 @@ struct NodeConverter {
         } else {
             return false
         }
+        // 4-bit integers stay 4-bit: packed two per byte, the first in the low nibble.
+        let fourBit = c.fourBitInitializers.contains(source)
+        if !input(node, 2).isEmpty, c.fourBitInitializers.contains(input(node, 2)) != fourBit { return false }
         let name = c.freshName(node.outputs[0])
         func blob(_ x: NDArray, _ shape: [Int]) -> WeightBlob { WeightBlob(dtype: x.scalarType, shape: shape, data: ByteStorage(x.bytes)) }
+        func integers(_ x: NDArray, _ shape: [Int]) -> WeightBlob {
+            guard fourBit else { return blob(x, shape) }
+            let bytes = x.bytes
+            var packed = [UInt8](repeating: 0, count: (bytes.count + 1) / 2)
+            for (i, b) in bytes.enumerated() { packed[i / 2] |= (b & 0xF) << (i % 2 == 0 ? 0 : 4) }
+            return WeightBlob(dtype: x.scalarType == .int8 ? .int4 : .uint4, shape: shape, data: ByteStorage(packed))
+        }
         let weight = Weight(name: name, dtype: scale.scalarType, shape: q.shape, encoding: .quantized(QuantizedWeight(
-            data: blob(q, q.shape), scale: blob(scale, shape), zeroPoint: zero.map { blob($0, shape) })))
+            data: integers(q, q.shape), scale: blob(scale, shape), zeroPoint: zero.map { integers($0, shape) })))
         c.weights.append(weight)
         c.values[node.outputs[0]] = .value(name: name, type: TensorType(scale.scalarType, q.shape.map { .size($0) }), elements: nil)
         return true

@@ -185,8 +185,42 @@ enum ONNXDecoder {
         func tensor(_ t: KilnOnnx__TensorProto) throws -> ONNXTensor {
             let name = try string(t.name)
             let dims = t.n_dims > 0 && t.dims != nil ? UnsafeBufferPointer(start: t.dims, count: t.n_dims).map { Int($0) } : []
+            let code = t.has_data_type != 0 ? t.data_type : 0
+            if code == 21 || code == 22 {
+                return ONNXTensor(name: name, dims: dims, value: Result { try fourBitArray(t, name: name, dims: dims, signed: code == 22) }
+                    .mapError { $0 as? ConvertError ?? fail("\($0)") }, fourBit: true)
+            }
             return ONNXTensor(name: name, dims: dims, value: Result { try array(t, name: name, dims: dims) }
                 .mapError { $0 as? ConvertError ?? fail("\($0)") })
+        }
+
+        /// An int4/uint4 tensor (two values per byte, the first in the low nibble; in raw data,
+        /// external data, or one byte per int32_data entry), widened to int8/uint8.
+        func fourBitArray(_ t: KilnOnnx__TensorProto, name: String, dims: [Int], signed: Bool) throws -> NDArray {
+            let what = "tensor '\(name)'"
+            guard dims.allSatisfy({ $0 >= 0 }), let count = elementCount(dims), count <= Int.max - 1 else { throw fail("\(what) has an invalid shape \(dims)") }
+            let byteCount = (count + 1) / 2
+            var packed: [UInt8]
+            if t.has_data_location != 0, t.data_location == KILN_ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL {
+                let entries = try list(t.n_external_data, t.external_data) { (try string($0.key), try string($0.value)) }
+                packed = try external(entries, what: what, byteCount: byteCount)
+            } else if t.has_raw_data != 0 {
+                guard t.raw_data.len == byteCount else {
+                    throw fail("\(what) holds \(t.raw_data.len) bytes of raw data, but \(signed ? "int4" : "uint4")\(dims) needs \(byteCount)")
+                }
+                packed = byteCount == 0 ? [] : Array(UnsafeBufferPointer(start: t.raw_data.data, count: byteCount))
+            } else {
+                guard t.n_int32_data == byteCount else { throw fail("\(what) has \(t.n_int32_data) values in int32_data, but its shape \(dims) needs \(byteCount) packed bytes") }
+                packed = (0 ..< byteCount).map { UInt8(truncatingIfNeeded: t.int32_data[$0]) }
+            }
+            var out = NDArray(shape: dims, scalarType: signed ? .int8 : .uint8)
+            out.withUnsafeMutableBytes { dst in
+                for i in 0 ..< count {
+                    let nibble = (packed[i / 2] >> (i % 2 == 0 ? 0 : 4)) & 0xF
+                    dst[i] = signed && nibble >= 8 ? nibble | 0xF0 : nibble
+                }
+            }
+            return out
         }
 
         func array(_ t: KilnOnnx__TensorProto, name: String, dims: [Int]) throws -> NDArray {

@@ -100,6 +100,8 @@ final class Conversion {
     var materialized: [String: String] = [:]
     var valueInfo: [String: ONNXValueInfo] = [:]
     lazy var initializerNames = Set(model.graph.initializers.map(\.name))
+    /// Initializers the file holds as int4/uint4 (their values widened to int8/uint8).
+    lazy var fourBitInitializers = Set(model.graph.initializers.filter(\.fourBit).map(\.name))
     /// Values the model states as constants (initializers and Constant nodes), as opposed
     /// to values folded from them.
     var sourceConstants = Set<String>()

@@ -23,6 +23,8 @@ struct ONNXTensor: Sendable {
     var dims: [Int]
     /// The values, or why they cannot be used.
     var value: Result<NDArray, ConvertError>
+    /// Whether the file holds 4-bit integers (int4/uint4), widened here to int8/uint8 values.
+    var fourBit = false
 }
 
 struct ONNXValueInfo: Sendable {

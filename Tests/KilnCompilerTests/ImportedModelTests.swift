@@ -75,6 +75,22 @@ final class ImportedModelTests: XCTestCase {
         XCTAssertTrue(model.functions[0].operations.contains { $0.opType == "softmax" })
     }
 
+    func testFourBitWeightsStayFourBit() async throws {
+        // int4 blocked with int4 zero points, and uint4 per column: stored packed, run by the
+        // compressed kernels, equal to onnxruntime's own dequantize-then-matmul.
+        let model = try await checkImported("int4_weights")
+        let kinds = model.weights.compactMap { w -> DataType? in
+            if case .quantized(let q) = w.encoding { return q.data.dtype }
+            return nil
+        }
+        XCTAssertEqual(kinds.sorted { $0.rawValue < $1.rawValue }, [.int4, .uint4])
+        for w in model.weights {
+            guard case .quantized(let q) = w.encoding else { continue }
+            XCTAssertEqual(q.data.data.count, (w.elementCount + 1) / 2, w.name)
+            if let z = q.zeroPoint { XCTAssertEqual(z.dtype, .int4) }
+        }
+    }
+
     func testLoopOverTheSequenceLength() async throws {
         let model = try await checkImported("loop_sequence_length")
         XCTAssertTrue(model.functions[0].operations.contains { $0.opType == "loop" })
