@@ -17,7 +17,7 @@ struct NodeConverter {
         "Unsqueeze", "Split", "Slice", "Expand", "Tile", "Pad", "Resize", "Upsample", "TopK", "CumSum",
         "ConstantOfShape", "Shape", "Size", "Range", "Flatten", "Concat", "Gather", "Transpose", "LSTM", "GRU", "RNN", "LpPool",
         "If", "Loop", "Scan",
-    ]).union(filtered.keys).union(["HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "BitCast", "GroupNormalization"])
+    ]).union(filtered.keys).union(["HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "BitCast", "GroupNormalization", "DFT", "STFT"])
 
     /// Operators converted one to one with the listed attributes (others ignored: stash types,
     /// tuning hints).
@@ -38,6 +38,8 @@ struct NodeConverter {
         "Unique": ("unique", ["axis", "sorted"]),
         "NonZero": ("non_zero", []),
         "Det": ("det", []),
+        "RoiAlign": ("roi_align", ["coordinate_transformation_mode", "mode", "output_height", "output_width", "sampling_ratio", "spatial_scale"]),
+        "SwiGLU": ("swiglu", ["alpha"]),
         "ConvInteger": ("conv_integer", ["strides", "pads", "dilations", "auto_pad", "group", "kernel_shape"]),
         "QLinearConv": ("qlinear_conv", ["strides", "pads", "dilations", "auto_pad", "group", "kernel_shape"]),
         "TfIdfVectorizer": ("tfidf_vectorizer", ["max_gram_length", "max_skip_count", "min_gram_length", "mode", "ngram_counts",
@@ -181,7 +183,17 @@ struct NodeConverter {
                     if let t = inferred[i], [.float16, .bfloat16].contains(t.dtype), r.scalarType == .float32 {
                         value = try ReferenceInterpreter.evaluate(
                             Operation(opType: "cast", name: "narrow", inputs: [""], outputs: [], attributes: ["to": .dtype(t.dtype)]), [r])[0]
-                        value = NDArray(shape: value.shape, scalars: value.scalars(as: Float.self).map { Float16($0) })
+                        if t.dtype == .bfloat16 {
+                            // Already rounded to bfloat16 by the cast: its upper 16 bits are exact.
+                            let floats = value.scalars(as: Float.self)
+                            var bf = NDArray(shape: value.shape, scalarType: .bfloat16)
+                            bf.withUnsafeMutableBytes { raw in
+                                for (i, f) in floats.enumerated() { raw.storeBytes(of: UInt16(truncatingIfNeeded: f.bitPattern >> 16), toByteOffset: 2 * i, as: UInt16.self) }
+                            }
+                            value = bf
+                        } else {
+                            value = NDArray(shape: value.shape, scalars: value.scalars(as: Float.self).map { Float16($0) })
+                        }
                     }
                     if !name.isEmpty { c.values[name] = .constant(value) }
                     known.append(.constant(value))
@@ -384,6 +396,23 @@ struct NodeConverter {
                 throw c.fail("node '\(node.name)' (BitCast): float64 is held as float32 in Kiln, so its bits cannot be reinterpreted")
             }
             try emit(node, "bit_cast", [input(node, 0)], ["to": .dtype(to)])
+        case "DFT":
+            // Opsets 17–19 give the axis as an attribute (default 1), opset 20 as an input (default −2).
+            var attrs = try attributes(node, only: ["inverse", "onesided"])
+            var inputs = [input(node, 0), "", ""]
+            if c.opset < 20 || node.attributes["axis"] != nil {
+                attrs["axis"] = .int(int(node, "axis", 1))
+            } else if let a = try staticInts(node, 2), a.count == 1 {
+                attrs["axis"] = .int(a[0])
+            } else if !input(node, 2).isEmpty {
+                inputs[2] = input(node, 2)
+            } else {
+                attrs["axis"] = .int(-2)
+            }
+            if let l = try staticInts(node, 1), l.count == 1 { attrs["dft_length"] = .int(l[0]) } else { inputs[1] = input(node, 1) }
+            try emit(node, "dft", inputs, attrs)
+        case "STFT":
+            try emit(node, "stft", node.inputs, try attributes(node, only: ["onesided"]))
         case "GroupNormalization":
             try emit(node, "group_norm", Array(node.inputs.prefix(3)), try attributes(node, only: ["epsilon", "num_groups"]))
         case "Cast" where try recordIntegerCast(node):

@@ -109,6 +109,14 @@ extension OpSet {
                 try sameDType([x, slope])
                 return [TensorType(x.dtype, try broadcast(x.shape, slope.shape))]
             },
+            op("swiglu", ["a", "b"], ["alpha": .float]) { ctx in
+                let (a, b) = (try ctx.input(0), try ctx.input(1))
+                try sameDType([a, b])
+                try requireFloat(a, "swiglu")
+                guard a.rank == b.rank else { throw OpError("swiglu needs a and b of one shape") }
+                for (x, y) in zip(a.shape, b.shape) { try requireEqual(x, y, "swiglu's shapes") }
+                return [a]
+            },
             op("trilu", ["x", "k?"], ["upper": .int, "k": .int]) { ctx in
                 let x = try ctx.input(0)
                 guard x.rank >= 2 else { throw OpError("trilu needs x of rank ≥ 2") }

@@ -61,6 +61,20 @@ extension OpSet {
                 guard b.rank == 3, s.rank == 3 else { throw OpError("non_max_suppression needs boxes [B, S, 4] and scores [B, K, S]") }
                 return [TensorType(.int64, [.unknown, .size(3)])]
             },
+            // x [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R] → [R, C, output_height, output_width].
+            op("roi_align", ["x", "rois", "batch_indices"], ["coordinate_transformation_mode": .string, "mode": .string, "output_height": .int,
+                                                             "output_width": .int, "sampling_ratio": .int, "spatial_scale": .float]) { ctx in
+                let (x, rois) = (try ctx.input(0), try ctx.input(1))
+                try requireFloat(x, "roi_align")
+                guard x.rank == 4, rois.rank == 2 else { throw OpError("roi_align needs x [N, C, H, W] and rois [R, 4]") }
+                guard ["avg", "max"].contains(try ctx.attributes.string("mode", "avg")) else { throw OpError("mode must be avg or max") }
+                guard ["half_pixel", "output_half_pixel"].contains(try ctx.attributes.string("coordinate_transformation_mode", "half_pixel")) else {
+                    throw OpError("coordinate_transformation_mode must be half_pixel or output_half_pixel")
+                }
+                let (h, w) = (try ctx.attributes.int("output_height", 1), try ctx.attributes.int("output_width", 1))
+                guard h >= 1, w >= 1 else { throw OpError("output_height and output_width must be ≥ 1") }
+                return [TensorType(x.dtype, [rois.shape[0], x.shape[1], .size(h), .size(w)])]
+            },
             op("center_crop_pad", ["x", "shape"], ["axes": .ints]) { ctx in
                 let x = try ctx.input(0)
                 return [TensorType(x.dtype, unknownDims(x.rank))]
@@ -92,6 +106,37 @@ extension OpSet {
                 var dtype = DataType.float32
                 if case .dtype(let d)? = ctx.attributes["dtype"] { dtype = d }
                 return [TensorType(dtype, [.unknown])]
+            },
+            // x [..., n, 1 (real) or 2 (complex)] transformed along `axis` (not the last).
+            op("dft", ["x", "dft_length?", "axis?"], ["axis": .int, "dft_length": .int, "inverse": .int, "onesided": .int]) { ctx in
+                let x = try ctx.input(0)
+                try requireFloat(x, "dft")
+                guard x.rank >= 2 else { throw OpError("dft needs x [..., n, 1 or 2]") }
+                if let c = x.shape[x.rank - 1].size, c != 1 && c != 2 { throw OpError("dft's last dim must be 1 (real) or 2 (complex), got \(c)") }
+                var dims = x.shape
+                guard ctx.optionalInput(2) == nil, ctx.attributes["axis"] != nil || ctx.optionalInput(2) == nil else { return [TensorType(x.dtype, unknownDims(x.rank))] }
+                let axis = try normalize(axis: try ctx.attributes.int("axis", -2), rank: x.rank)
+                guard axis != x.rank - 1 else { throw OpError("dft's axis cannot be the complex dim") }
+                let inverse = try ctx.attributes.int("inverse", 0) != 0, onesided = try ctx.attributes.int("onesided", 0) != 0
+                var n: Dimension = x.shape[axis]
+                if let l = ctx.attributes["dft_length"], case .int(let v) = l {
+                    guard v >= 1 else { throw OpError("dft_length must be ≥ 1") }
+                    n = .size(v)
+                } else if ctx.optionalInput(1) != nil {
+                    n = .unknown
+                } else if inverse && onesided {
+                    n = x.shape[axis].size.map { .size(2 * ($0 - 1)) } ?? .unknown
+                }
+                dims[axis] = inverse || !onesided ? n : (n.size.map { .size($0 / 2 + 1) } ?? .unknown)
+                dims[x.rank - 1] = .size(inverse && onesided ? 1 : 2)
+                return [TensorType(x.dtype, dims)]
+            },
+            // signal [batch, length, 1 or 2] → [batch, frames, bins, 2].
+            op("stft", ["signal", "frame_step", "window?", "frame_length?"], ["onesided": .int]) { ctx in
+                let x = try ctx.input(0)
+                try requireFloat(x, "stft")
+                guard x.rank == 3 else { throw OpError("stft needs signal [batch, length, 1 or 2]") }
+                return [TensorType(x.dtype, [x.shape[0], .unknown, .unknown, .size(2)])]
             },
             op("mel_weight_matrix", ["num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"], ["dtype": .dtype]) { ctx in
                 var dtype = DataType.float32

@@ -47,6 +47,24 @@ extension KernelTable {
                                                      iou: Float(try scalar(inputs, 3) ?? 0), scoreThreshold: try scalar(inputs, 4).map(Float.init),
                                                      centerPoint: center)]
             }
+        case "roi_align":
+            let o = try Vision.RoiAlignOptions(a)
+            return { inputs in [try Vision.roiAlign(try present(inputs, 0), rois: try present(inputs, 1), batch: try present(inputs, 2).intValues(), o)] }
+        case "dft":
+            let fixedAxis = a["axis"] != nil ? try a.int("axis", -2) : nil, fixedLength = a["dft_length"] != nil ? try a.int("dft_length", 0) : nil
+            let inverse = try a.int("inverse", 0) != 0, onesided = try a.int("onesided", 0) != 0
+            return { inputs in
+                let length = try fixedLength ?? scalar(inputs, 1).map { Int($0) }
+                let axis = try fixedAxis ?? scalar(inputs, 2).map { Int($0) } ?? -2
+                return [try Vision.dft(try present(inputs, 0), length: length, axis: axis, inverse: inverse, onesided: onesided)]
+            }
+        case "stft":
+            let onesided = try a.int("onesided", 1) != 0
+            return { inputs in
+                guard let step = try scalar(inputs, 1) else { throw OpError("stft needs frame_step") }
+                return [try Vision.stft(try present(inputs, 0), step: Int(step), window: inputs.count > 2 ? inputs[2] : nil,
+                                        frameLength: try scalar(inputs, 3).map { Int($0) }, onesided: onesided)]
+            }
         case "center_crop_pad":
             let axes = try a.ints("axes")
             return { inputs in [try Vision.centerCropPad(try present(inputs, 0), shape: try present(inputs, 1).intValues(), axes: axes)] }

@@ -111,6 +111,14 @@ enum KernelTable {
                 let zero = NDArray(shape: [], scalarType: x.scalarType)
                 return [try Elementwise.select(try Elementwise.compare("less", x, zero), try Elementwise.arithmetic("mul", x, slope), x)]
             }
+        case "swiglu":
+            let alpha = Float(try a.float("alpha", 1))
+            return { inputs in
+                let (x, y) = (try present(inputs, 0), try present(inputs, 1))
+                guard x.shape == y.shape else { throw OpError("swiglu needs a and b of one shape, got \(x.shape) and \(y.shape)") }
+                let gate = try Elementwise.mapFloat(x) { $0 * Elementwise.sigmoid(alpha * $0) }
+                return [try Elementwise.arithmetic("mul", gate, y)]
+            }
         case "trilu":
             let upper = try a.int("upper", 1) != 0, fixedK = a["k"] != nil ? try a.int("k", 0) : nil
             return { inputs in

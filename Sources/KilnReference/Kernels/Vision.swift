@@ -363,6 +363,96 @@ enum Vision {
         return NDArray(shape: [selected.count / 3, 3], scalars: selected)
     }
 
+    /// ONNX RoiAlign's parameters.
+    struct RoiAlignOptions: Sendable {
+        var halfPixel: Bool
+        var max: Bool
+        var height: Int
+        var width: Int
+        var samplingRatio: Int
+        var spatialScale: Float
+
+        init(_ a: [String: AttributeValue]) throws {
+            halfPixel = try a.string("coordinate_transformation_mode", "half_pixel") == "half_pixel"
+            max = try a.string("mode", "avg") == "max"
+            height = try a.int("output_height", 1)
+            width = try a.int("output_width", 1)
+            samplingRatio = try a.int("sampling_ratio", 0)
+            spatialScale = Float(try a.float("spatial_scale", 1))
+            guard height >= 1, width >= 1, height <= 1 << 12, width <= 1 << 12, samplingRatio >= 0 else {
+                throw OpError("roi_align needs output sizes 1…4096 and sampling_ratio ≥ 0")
+            }
+        }
+    }
+
+    /// `roi_align`: each region (x1, y1, x2, y2, scaled) split into output bins, each bin the
+    /// average (or max) of a grid of bilinear samples (sampling_ratio per side, or ⌈bin size⌉).
+    /// As ONNX and onnxruntime define max mode, the max is over the samples' weighted corners.
+    static func roiAlign(_ x: NDArray, rois: NDArray, batch: [Int], _ o: RoiAlignOptions) throws -> NDArray {
+        guard x.rank == 4, rois.rank == 2, rois.shape[1] == 4, batch.count == rois.shape[0] else {
+            throw OpError("roi_align needs x [N, C, H, W], rois [R, 4] and batch_indices [R], got \(x.shape), \(rois.shape), \(batch.count)")
+        }
+        let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+        let xs = try x.contiguous().values(Float.self), rs = try rois.contiguous().values(Float.self)
+        let (ph, pw) = (o.height, o.width)
+        return try NDArray.make(try checkedShape([batch.count, c, ph, pw]), Float.self) { out in
+            for r in 0 ..< batch.count {
+                guard batch[r] >= 0, batch[r] < n else { throw OpError("batch index \(batch[r]) is outside 0..<\(n)") }
+                let offset: Float = o.halfPixel ? 0.5 : 0
+                let (x1, y1) = (rs[r * 4] * o.spatialScale - offset, rs[r * 4 + 1] * o.spatialScale - offset)
+                var (rw, rh) = (rs[r * 4 + 2] * o.spatialScale - offset - x1, rs[r * 4 + 3] * o.spatialScale - offset - y1)
+                if !o.halfPixel { (rw, rh) = (Swift.max(rw, 1), Swift.max(rh, 1)) }
+                let (bh, bw) = (rh / Float(ph), rw / Float(pw))
+                let gh = o.samplingRatio > 0 ? o.samplingRatio : Int((rh / Float(ph)).rounded(.up))
+                let gw = o.samplingRatio > 0 ? o.samplingRatio : Int((rw / Float(pw)).rounded(.up))
+                guard gh >= 0, gw >= 0, gh <= 1 << 12, gw <= 1 << 12 else { throw OpError("roi \(r) is too large to sample") }
+                let count = Float(Swift.max(gh * gw, 1))
+                // The four corners and weights of each sample, shared by every channel.
+                var samples: [(Int, Int, Int, Int, Float, Float, Float, Float)] = []
+                for i in 0 ..< ph {
+                    for j in 0 ..< pw {
+                        for iy in 0 ..< gh {
+                            let yy = y1 + Float(i) * bh + (Float(iy) + 0.5) * bh / Float(gh)
+                            for ix in 0 ..< gw {
+                                let xx = x1 + Float(j) * bw + (Float(ix) + 0.5) * bw / Float(gw)
+                                if yy < -1 || yy > Float(h) || xx < -1 || xx > Float(w) {
+                                    samples.append((0, 0, 0, 0, 0, 0, 0, 0))
+                                    continue
+                                }
+                                var (y, xv) = (Swift.max(yy, 0), Swift.max(xx, 0))
+                                var (yl, xl) = (Int(y), Int(xv))
+                                var (yh, xh) = (yl + 1, xl + 1)
+                                if yl >= h - 1 { (yl, yh) = (h - 1, h - 1); y = Float(yl) }
+                                if xl >= w - 1 { (xl, xh) = (w - 1, w - 1); xv = Float(xl) }
+                                let (ly, lx) = (y - Float(yl), xv - Float(xl))
+                                let (hy, hx) = (1 - ly, 1 - lx)
+                                samples.append((yl * w + xl, yl * w + xh, yh * w + xl, yh * w + xh, hy * hx, hy * lx, ly * hx, ly * lx))
+                            }
+                        }
+                    }
+                }
+                for ch in 0 ..< c {
+                    let base = (batch[r] * c + ch) * h * w
+                    var k = 0
+                    for bin in 0 ..< ph * pw {
+                        var value: Float = 0
+                        for s in 0 ..< gh * gw {
+                            let p = samples[k + s]
+                            if o.max {
+                                let v = Swift.max(p.4 * xs[base + p.0], p.5 * xs[base + p.1], p.6 * xs[base + p.2], p.7 * xs[base + p.3])
+                                value = s == 0 ? v : Swift.max(value, v)
+                            } else {
+                                value += p.4 * xs[base + p.0] + p.5 * xs[base + p.1] + p.6 * xs[base + p.2] + p.7 * xs[base + p.3]
+                            }
+                        }
+                        k += gh * gw
+                        out[(r * c + ch) * ph * pw + bin] = o.max ? value : value / count
+                    }
+                }
+            }
+        }
+    }
+
     // MARK: Cropping and normalization
 
     /// `center_crop_pad`: each listed axis cropped or zero-padded to its target, centered (the
@@ -456,6 +546,96 @@ enum Vision {
     }
 
     // MARK: Signals
+
+    /// `dft` along `axis` of x [..., n, 1 or 2]: the forward transform (all n bins, or the first
+    /// n/2 + 1 when onesided), the inverse (scaled by 1/n), or with both inverse and onesided the
+    /// real signal of a one-sided spectrum (Hermitian symmetry, real output [..., n, 1]). The
+    /// signal is zero-padded or cut to `length`. A direct transform with a twiddle table, summed
+    /// in double precision: O(n²), the reference's concern being exactness, not speed.
+    static func dft(_ x: NDArray, length: Int?, axis rawAxis: Int, inverse: Bool, onesided: Bool) throws -> NDArray {
+        guard x.rank >= 2, x.shape[x.rank - 1] == 1 || x.shape[x.rank - 1] == 2 else { throw OpError("dft needs x [..., n, 1 or 2], got \(x.shape)") }
+        let axis = try OpSet.normalize(axis: rawAxis, rank: x.rank)
+        guard axis != x.rank - 1 else { throw OpError("dft's axis cannot be the complex dim") }
+        let complex = x.shape[x.rank - 1] == 2, m = x.shape[axis]
+        let n = length ?? (inverse && onesided ? 2 * (m - 1) : m)
+        guard n >= 1, n <= 1 << 20 else { throw OpError("dft length \(n) is outside 1…2^20") }
+        let outer = x.shape[..<axis].reduce(1, *), inner = x.shape[(axis + 1) ..< (x.rank - 1)].reduce(1, *)
+        let bins = inverse ? n : (onesided ? n / 2 + 1 : n)
+        let width = inverse && onesided ? 1 : 2
+        var shape = x.shape
+        shape[axis] = bins
+        shape[x.rank - 1] = width
+        let xs = try x.contiguous().values(Float.self)
+        let c = complex ? 2 : 1
+        let cosT = (0 ..< n).map { cos(2 * Double.pi * Double($0) / Double(n)) }
+        let sinT = (0 ..< n).map { sin(2 * Double.pi * Double($0) / Double(n)) }
+        let sign: Double = inverse ? 1 : -1
+        return try NDArray.make(try checkedShape(shape), Float.self) { out in
+            var re = [Double](repeating: 0, count: n), im = [Double](repeating: 0, count: n)
+            for o in 0 ..< outer {
+                for i in 0 ..< inner {
+                    for t in 0 ..< n { (re[t], im[t]) = (0, 0) }
+                    if inverse && onesided {
+                        // The full spectrum of a real signal from its first n/2 + 1 bins (imaginary
+                        // parts of bin 0 and, for even n, bin n/2 ignored).
+                        for k in 0 ..< min(m, n / 2 + 1) {
+                            let at = ((o * m + k) * inner + i) * c
+                            re[k] = Double(xs[at])
+                            im[k] = complex && k != 0 && !(n % 2 == 0 && k == n / 2) ? Double(xs[at + 1]) : 0
+                        }
+                        for k in 1 ..< max(1, (n + 1) / 2) where k < n { (re[n - k], im[n - k]) = (re[k], -im[k]) }
+                    } else {
+                        for t in 0 ..< min(m, n) {
+                            let at = ((o * m + t) * inner + i) * c
+                            re[t] = Double(xs[at])
+                            im[t] = complex ? Double(xs[at + 1]) : 0
+                        }
+                    }
+                    for k in 0 ..< bins {
+                        var (sr, si) = (0.0, 0.0)
+                        var phase = 0
+                        for t in 0 ..< n {
+                            let (cr, ci) = (cosT[phase], sign * sinT[phase])
+                            sr += re[t] * cr - im[t] * ci
+                            si += re[t] * ci + im[t] * cr
+                            phase += k
+                            if phase >= n { phase -= n }
+                        }
+                        if inverse { (sr, si) = (sr / Double(n), si / Double(n)) }
+                        let dst = ((o * bins + k) * inner + i) * width
+                        out[dst] = Float(sr)
+                        if width == 2 { out[dst + 1] = Float(si) }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `stft`: frames of `frameLength` samples every `step`, each weighted by the window and
+    /// transformed (one-sided for real signals when asked): [batch, frames, bins, 2].
+    static func stft(_ x: NDArray, step: Int, window: NDArray?, frameLength: Int?, onesided: Bool) throws -> NDArray {
+        guard x.rank == 3, x.shape[2] == 1 || x.shape[2] == 2 else { throw OpError("stft needs signal [batch, length, 1 or 2], got \(x.shape)") }
+        let (batch, length, c) = (x.shape[0], x.shape[1], x.shape[2])
+        let w = try window.map { try $0.contiguous().values(Float.self) }
+        let frame = frameLength ?? w?.count ?? length
+        guard step >= 1, frame >= 1, frame <= length, w == nil || w!.count == frame else {
+            throw OpError("stft needs frame_step ≥ 1, a frame length in 1…\(length) and a window of that length")
+        }
+        let frames = 1 + (length - frame) / step
+        let xs = try x.contiguous().values(Float.self)
+        // The windowed frames [batch, frames, frame, c], then one transform along the frame axis.
+        var framed = [Float](repeating: 0, count: batch * frames * frame * c)
+        for b in 0 ..< batch {
+            for f in 0 ..< frames {
+                for t in 0 ..< frame {
+                    for k in 0 ..< c {
+                        framed[((b * frames + f) * frame + t) * c + k] = xs[(b * length + f * step + t) * c + k] * (w?[t] ?? 1)
+                    }
+                }
+            }
+        }
+        return try dft(NDArray(shape: [batch, frames, frame, c], scalars: framed), length: frame, axis: 2, inverse: false, onesided: onesided && c == 1)
+    }
 
     /// Hann, Hamming or Blackman window of `size` points (periodic: a period of `size`).
     static func window(kind: String, size: Int, periodic: Bool) throws -> NDArray {
