@@ -464,6 +464,22 @@ int4_model = model(
     opset=21)
 save("int4_weights", int4_model, {"x": f32(3, k4)}, check=False, exact=True)
 
+# PyTorch's `x.squeeze(-1)` of a run-time dim, as the exporter writes it when it cannot prove the
+# size (a voice-activity model's decoder does this): If(shape[-1] == 1, Squeeze, Identity), whose
+# branches differ in rank, then a matmul that needs the squeezed rank.
+squeeze_then = helper.make_graph([helper.make_node("Squeeze", ["feat", "last"], ["sq"])], "then", [], [vi("sq", TensorProto.FLOAT, None)])
+squeeze_else = helper.make_graph([helper.make_node("Identity", ["feat"], ["id"])], "else", [], [vi("id", TensorProto.FLOAT, None)])
+squeeze_if = model(
+    [helper.make_node("Conv", ["x", "cw"], ["feat"]), helper.make_node("Shape", ["feat"], ["fsh"]),
+     helper.make_node("Gather", ["fsh", "minus_one"], ["t"], axis=0), helper.make_node("Equal", ["t", "one_i"], ["is_one"]),
+     helper.make_node("If", ["is_one"], ["squeezed"], then_branch=squeeze_then, else_branch=squeeze_else),
+     helper.make_node("MatMul", ["squeezed", "w"], ["y"])],
+    [vi("x", TensorProto.FLOAT, ["n", 3, "T"])], [vi("y", TensorProto.FLOAT, ["n", 5])],
+    [numpy_helper.from_array(f32(8, 3, 4), "cw"), numpy_helper.from_array(np.array(-1, dtype=np.int64), "minus_one"),
+     numpy_helper.from_array(np.array(1, dtype=np.int64), "one_i"), numpy_helper.from_array(np.array([-1], dtype=np.int64), "last"),
+     numpy_helper.from_array(f32(8, 5), "w")], opset=17)
+save("if_squeeze_runtime_dim", squeeze_if, {"x": f32(2, 3, 4)})
+
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))
     f.write("\n")

@@ -9,7 +9,8 @@
 // and a degree-6 polynomial (relative error ~2e-7), erf after Abramowitz & Stegun 7.1.26
 // (absolute error <= 1.5e-7), tanh and sigmoid from exp.
 static inline __attribute__((always_inline)) float kiln_exp(float x) {
-    x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+    // At most 88.3: n stays ≤ 127 and the result finite (as the vector form's; see kiln_simd_activate.h).
+    x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
     const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
     const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;

@@ -12,10 +12,12 @@
 #define KILN_TARGET_AVX2 __attribute__((target("avx2,fma")))
 
 // exp in vector lanes, the same steps as the scalar kiln_exp (kiln_math.h): clamp, n = round(x / ln 2),
-// r = x − n·ln 2 in two parts, a degree-6 polynomial, times 2^n built in the exponent bits.
+// r = x − n·ln 2 in two parts, a degree-6 polynomial, times 2^n built in the exponent bits. The clamp
+// keeps n ≤ 127, so the result is finite (about 2.2e38 at most): a sigmoid's refined reciprocal of
+// an infinite denominator would be NaN.
 #define KILN_DEFINE_VEXP(name, target, vec, ivec, set1, max, min, fmadd, mul, add, floor, cvt, add_epi32, slli, cast) \
     target static inline __attribute__((always_inline)) vec name(vec x) { \
-        x = min(set1(88.7f), max(set1(-87.3f), x)); /* a NaN in x stays (min/max return their second operand) */ \
+        x = min(set1(88.3f), max(set1(-87.3f), x)); /* a NaN in x stays (min/max return their second operand) */ \
         const vec n = floor(fmadd(x, set1(1.44269504088896341f), set1(0.5f))); \
         const vec r = fmadd(n, set1(2.12194440e-4f), fmadd(n, set1(-0.693359375f), x)); \
         vec p = set1(1.9875691500e-4f); \

@@ -45,7 +45,7 @@ static inline __attribute__((always_inline)) void kiln_unary_apply(int op, size_
     case KILN_UNARY_SIGMOID: KILN_MAP(kiln_sigmoid(x[i]));
     case KILN_UNARY_SILU: KILN_MAP(x[i] * kiln_sigmoid(x[i]));
     case KILN_UNARY_TANH: KILN_MAP(kiln_tanh(x[i]));
-    case KILN_UNARY_EXP: KILN_MAP(x[i] > 88.7f ? expf(x[i]) : kiln_exp(x[i]));
+    case KILN_UNARY_EXP: KILN_MAP(x[i] > 88.3f ? expf(x[i]) : kiln_exp(x[i]));
     case KILN_UNARY_LOG: KILN_MAP(logf(x[i]));
     case KILN_UNARY_ERF: KILN_MAP(kiln_erf(x[i]));
     case KILN_UNARY_SQRT: KILN_MAP(__builtin_sqrtf(x[i]));

@@ -133,17 +133,7 @@ extension NodeConverter {
             // A condition known now: the chosen branch's nodes join this graph.
             guard cond.elementCount == 1 else { throw c.fail("\(what): the condition has \(cond.elementCount) elements") }
             let flag = cond.scalarType == .bool ? cond.scalars(as: Bool.self)[0] : try floatValues(cond)[0] != 0
-            let taken = flag ? thenGraph : elseGraph
-            for t in taken.initializers {
-                c.values[t.name] = .constant(try c.narrowed(try t.value.get()))
-                c.sourceConstants.insert(t.name)
-            }
-            for v in taken.valueInfo + taken.outputs { c.valueInfo[v.name] = v }
-            for n in try c.sortedNodes(taken.nodes) { try convert(n) }
-            for (out, v) in zip(node.outputs, taken.outputs) where !out.isEmpty {
-                guard let k = c.values[v.name] else { throw c.fail("\(what): branch output '\(v.name)' is not computed") }
-                c.values[out] = k
-            }
+            try inline(node, flag ? thenGraph : elseGraph)
             return
         }
         let thenBody = try c.subgraph(thenGraph, named: "then_branch", inputTypes: [], node: node)
@@ -156,13 +146,54 @@ extension NodeConverter {
             guard a.type.dtype == b.type.dtype else {
                 throw c.fail("\(what): output '\(a.name)' is \(a.type.dtype.rawValue) in one branch and \(b.type.dtype.rawValue) in the other")
             }
-            guard a.type.rank == b.type.rank else {
-                throw c.fail("\(what): the branches return values of ranks \(a.type.rank) and \(b.type.rank); Kiln needs one rank per output")
-            }
             return TensorType(a.type.dtype, zip(a.type.shape, b.type.shape).map { $0 == $1 ? $0 : .unknown })
+        }
+        if let k = functions[0].outputs.indices.first(where: { functions[0].outputs[$0].type.rank != functions[1].outputs[$0].type.rank }) {
+            let (a, b) = (functions[0].outputs[k].type.rank, functions[1].outputs[k].type.rank)
+            guard let assumed = c.dimTests[condName] else {
+                throw c.fail("\(what): the branches return values of ranks \(a) and \(b); Kiln needs one rank per output")
+            }
+            // A squeeze-if-size-1 of a run-time dim: the assumed branch is taken, and each result
+            // passes through a check of the condition when the function runs.
+            // The check runs first (ops run in order), so a wrong assumption stops the function
+            // before the branch's ops, and the results depend on it.
+            let condType = TensorType(.bool, try type(condName)?.shape ?? [])
+            var check = condOperand
+            if !assumed {
+                check = c.freshName("\(condName)_not")
+                c.operations.append(Operation(opType: "not", name: c.freshOpName("\(node.name)_not"), inputs: [condOperand],
+                                              outputs: [Value(name: check, type: condType)], source: node.name))
+            }
+            let message = "node '\(node.name)' (If) was converted taking its \(assumed ? "then" : "else") branch, which assumes a dim of \(assumed ? "1" : "more than 0") (the branches differ in rank: \(a) and \(b)); this input's dim is not"
+            let guardName = c.freshName("\(condName)_assumed")
+            c.operations.append(Operation(opType: "assume", name: c.freshOpName("\(node.name)_assume"), inputs: [check, check],
+                                          outputs: [Value(name: guardName, type: condType)], attributes: ["message": .string(message)], source: node.name))
+            try inline(node, assumed ? thenGraph : elseGraph)
+            for out in node.outputs where !out.isEmpty {
+                guard case .value(let name, let t, _)? = c.values[out] else { continue }
+                let checked = c.freshName("\(out)_checked")
+                c.operations.append(Operation(opType: "assume", name: c.freshOpName("\(node.name)_assume"), inputs: [name, guardName],
+                                              outputs: [Value(name: checked, type: t)], attributes: ["message": .string(message)], source: node.name))
+                c.values[out] = .value(name: checked, type: t, elements: nil)
+            }
+            return
         }
         appendControlFlow(node, "if", inputs: [condOperand] + outer, types: types,
                           attributes: ["then_branch": .graph(functions[0]), "else_branch": .graph(functions[1])])
+    }
+
+    /// The nodes of `branch` join this graph, its outputs becoming `node`'s.
+    func inline(_ node: ONNXNode, _ branch: ONNXGraph) throws {
+        for t in branch.initializers {
+            c.values[t.name] = .constant(try c.narrowed(try t.value.get()))
+            c.sourceConstants.insert(t.name)
+        }
+        for v in branch.valueInfo + branch.outputs { c.valueInfo[v.name] = v }
+        for n in try c.sortedNodes(branch.nodes) { try convert(n) }
+        for (out, v) in zip(node.outputs, branch.outputs) where !out.isEmpty {
+            guard let k = c.values[v.name] else { throw c.fail("node '\(node.name)' (If): branch output '\(v.name)' is not computed") }
+            c.values[out] = k
+        }
     }
 
     func convertLoop(_ node: ONNXNode) throws {

@@ -342,6 +342,7 @@ struct NodeConverter {
 
     // swiftlint:disable:next cyclomatic_complexity function_body_length
     func convert(_ node: ONNXNode) throws {
+        defer { noteDimTest(node) }
         let op = node.opType
         // Every ONNX operator has an output; the converters below read the first one, except the
         // recurrent ones, which name the outputs a node leaves out (often Y, when only Y_h is used).
@@ -701,6 +702,26 @@ struct NodeConverter {
             case ("max", .known(let v), .dim) where v <= 0: return b
             default: return .unknown
             }
+        }
+    }
+
+    /// Records `node`'s output as a dim test (see `Conversion.dimTests`): `Equal` of one run-time
+    /// dim and 0 or 1, and what `Not`, `Cast`, `Squeeze`, `Unsqueeze`, `Reshape` and `Identity`
+    /// make of one.
+    func noteDimTest(_ node: ONNXNode) {
+        guard let out = node.outputs.first, !out.isEmpty, case .value? = known(out) else { return }
+        switch node.opType {
+        case "Equal" where node.inputs.count == 2:
+            let (a, b) = (elements(node.inputs[0]), elements(node.inputs[1]))
+            func dim(_ e: [Element]?) -> Bool { e?.count == 1 && e![0].int == nil }
+            func small(_ e: [Element]?) -> Int? { e?.count == 1 && (e![0].int == 0 || e![0].int == 1) ? e![0].int : nil }
+            if let v = dim(a) ? small(b) : dim(b) ? small(a) : nil { c.dimTests[out] = v == 1 }
+        case "Not":
+            if let v = c.dimTests[input(node, 0)] { c.dimTests[out] = !v }
+        case "Cast", "Squeeze", "Unsqueeze", "Reshape", "Identity":
+            if let v = c.dimTests[input(node, 0)] { c.dimTests[out] = v }
+        default:
+            break
         }
     }
 

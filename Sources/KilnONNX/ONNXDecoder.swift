@@ -137,7 +137,11 @@ enum ONNXDecoder {
                     case KILN_ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE:
                         return d.dim_value >= 0 ? .size(Int(d.dim_value)) : .unknown
                     case KILN_ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM:
-                        return .symbol(try string(d.dim_param))
+                        // A name ties dims together; "?", "-1" and other non-names (as some exporters
+                        // write for "unknown") tie nothing.
+                        let param = try string(d.dim_param)
+                        guard let first = param.unicodeScalars.first, first == "_" || first.properties.isAlphabetic else { return .unknown }
+                        return .symbol(param)
                     default: return .unknown
                     }
                 }

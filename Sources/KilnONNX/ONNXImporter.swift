@@ -108,6 +108,12 @@ final class Conversion {
     /// Integer initializers folded through a `Cast` to float32, by the cast's output (see
     /// `NodeConverter.keepScaledIntegers`).
     var integerCasts: [String: NDArray] = [:]
+    /// Conditions that test whether a run-time dim is 1 or 0, by ONNX name, with the value assumed
+    /// for them: a dim tested against 1 is 1 (PyTorch's `x.squeeze(d)` exports as
+    /// `If(shape[d] == 1, Squeeze, Identity)` when the exporter cannot prove the size, and code
+    /// squeezes a dim it expects to be 1); a dim tested against 0 is not 0. An `If` whose branches
+    /// differ in rank takes the assumed branch, checked when it runs (`NodeConverter.convertIf`).
+    var dimTests: [String: Bool] = [:]
 
     /// The conversion of the graph around this one when this one converts a subgraph (a branch
     /// or loop body), else `nil`.

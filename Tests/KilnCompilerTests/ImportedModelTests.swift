@@ -91,6 +91,20 @@ final class ImportedModelTests: XCTestCase {
         }
     }
 
+    func testASqueezeOfARunTimeDimTakesItsSqueezedBranchChecked() async throws {
+        // If(shape[-1] == 1, Squeeze, Identity): the branches differ in rank, so the squeezed
+        // branch is taken (the dim is expected to be 1) with a run-time check of the condition.
+        let model = try await checkImported("if_squeeze_runtime_dim")
+        let ops = model.functions[0].operations.map(\.opType)
+        XCTAssertFalse(ops.contains("if"), "\(ops)")
+        XCTAssertTrue(ops.contains("assume"), "\(ops)")
+        // A time dim other than 1 breaks the assumption: a clear error, not a wrong result.
+        let x = NDArray(shape: [1, 3, 6], scalars: (0 ..< 18).map { Float($0) / 18 })
+        XCTAssertThrowsError(try ReferenceInterpreter(model: model, function: "main").run(["x": x])) { error in
+            XCTAssertTrue("\(error)".contains("was converted taking its then branch"), "\(error)")
+        }
+    }
+
     func testLoopOverTheSequenceLength() async throws {
         let model = try await checkImported("loop_sequence_length")
         XCTAssertTrue(model.functions[0].operations.contains { $0.opType == "loop" })

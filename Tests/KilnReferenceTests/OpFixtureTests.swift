@@ -104,9 +104,20 @@ public final class OpFixtureTests: XCTestCase {
         }
     }
 
+    func testAssumePassesItsInputOrFailsWithItsMessage() throws {
+        let x = NDArray(shape: [2], scalars: [Float(1), 2])
+        let op = Operation(opType: "assume", name: "check", inputs: ["x", "c"], outputs: [], attributes: ["message": .string("dim is not 1")])
+        let ok = try ReferenceInterpreter.evaluate(op, [x, NDArray(shape: [1], scalars: [true])])
+        XCTAssertEqual(ok[0].scalars(as: Float.self), [1, 2])
+        XCTAssertThrowsError(try ReferenceInterpreter.evaluate(op, [x, NDArray(shape: [], scalars: [false])])) { error in
+            XCTAssertTrue("\(error)".contains("dim is not 1"), "\(error)")
+        }
+    }
+
     func testEveryOpOfTheOpSetIsCovered() {
-        // Control flow has whole-model fixtures instead (ControlFlowTests: its bodies are graphs).
-        let covered = Set(Self.cases.filter { !$0.onnxOnly }.map(\.op)).union(["if", "loop", "scan"])
+        // Control flow has whole-model fixtures instead (ControlFlowTests: its bodies are graphs), and
+        // `assume`, which no ONNX operator maps to, its own test below and ImportedModelTests.
+        let covered = Set(Self.cases.filter { !$0.onnxOnly }.map(\.op)).union(["if", "loop", "scan", "assume"])
         let missing = Set(OpSet.schemas.keys).subtracting(covered)
         XCTAssertEqual(missing.sorted(), [], "ops without a fixture case")
     }

@@ -124,6 +124,34 @@ static void check_ukernel(const char *name) {
     free(a); free(b); free(col); free(row); free(got); free(want);
 }
 
+// Activations applied in registers at accumulators far outside the ranges the random cases reach
+// (±200, where exp overflows without its clamp and a refined reciprocal of infinity is NaN): each
+// must be finite and agree with the scalar form.
+static void check_extremes(const char *name) {
+    size_t kmr = 0, knr = 0;
+    kiln_f32_gemm_ukernel fn = kiln_f32_gemm_ukernel_named(name, &kmr, &knr);
+    if (!fn) return;
+    const int activations[] = {KILN_UNARY_SILU, KILN_UNARY_SIGMOID, KILN_UNARY_GELU, KILN_UNARY_TANH, KILN_UNARY_GELU_TANH};
+    float a[1] = {1}, b[64], got[64], want[64];
+    const int before = failures;
+    for (size_t act = 0; act < sizeof activations / sizeof activations[0]; act++)
+        for (int start = -200; start < 200; start += (int)knr) {
+            for (size_t j = 0; j < knr; j++) b[j] = (float)start + 0.37f * (float)j * (start % 3 == 0 ? 1.0f : 2.5f);
+            kiln_tile_args t = {0};
+            t.activation = activations[act];
+            fn(1, knr, 1, a, 1, b, knr, got, knr, &t);
+            reference(1, knr, 1, a, 1, kmr, b, knr, want, knr, &t);
+            cases++;
+            for (size_t j = 0; j < knr; j++)
+                if (!isfinite(got[j]) || fabsf(got[j] - want[j]) > 2e-5f * (1.0f + fabsf(want[j]))) {
+                    if (failures - before < 5) printf("%s activation %d at %g: %.7g, want %.7g\n", name, activations[act], b[j], got[j], want[j]);
+                    failures++;
+                    break;
+                }
+        }
+    printf("%s at extreme accumulators: %s\n", name, failures == before ? "finite and matching" : "MISMATCH");
+}
+
 // A compressed panel layout to check: kind, bits, signedness, zero point, K block (0: all of K),
 // table group size (0: one table) and per-column table scale.
 typedef struct { const char *label; int kind; size_t bits; int is_signed, zero; size_t k_block, group; int column_scale; } q_layout;
@@ -303,15 +331,19 @@ int main(void) {
     printf("features of this CPU: %#x\n", kiln_cpu_features());
     check_ukernel("f32_gemm_4x8__scalar");
     check_ukernel("f32_gemm_4x16__scalar");
+    check_extremes("f32_gemm_4x8__scalar");
     check_q_ukernel("f32_gemm_4x8__scalar");
     check_q_ukernel("f32_gemm_4x16__scalar");
 #if defined(__x86_64__)
     check_ukernel("f32_gemm_6x16__avx2");
     check_ukernel("f32_gemm_8x32__avx512");
+    check_extremes("f32_gemm_6x16__avx2");
+    check_extremes("f32_gemm_8x32__avx512");
     check_q_ukernel("f32_gemm_6x16__avx2");
     check_q_ukernel("f32_gemm_8x32__avx512");
 #elif defined(__aarch64__)
     check_ukernel("f32_gemm_4x8__neon");
+    check_extremes("f32_gemm_4x8__neon");
     check_q_ukernel("f32_gemm_4x8__neon");
     if (!(kiln_cpu_features() & KILN_CPU_NEON)) printf("error: an arm64 CPU without NEON\n"), failures++;
 #endif

@@ -53,6 +53,12 @@ extension OpSet {
                 let index = TensorType(.int64, [.unknown])
                 return [y, index, index, index].prefix(ctx.outputCount).map { $0 }
             },
+            // x unchanged when every element of condition is true, else an error with the message: a
+            // convert-time assumption checked at run time.
+            op("assume", ["x", "condition"], ["message": .string]) { ctx in
+                guard try ctx.input(1).dtype == .bool else { throw OpError("assume needs a bool condition") }
+                return [try ctx.input(0)]
+            },
             op("non_zero", ["x"]) { ctx in
                 [TensorType(.int64, [.size(try ctx.input(0).rank), .unknown])]
             },

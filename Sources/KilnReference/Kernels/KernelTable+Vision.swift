@@ -123,6 +123,13 @@ extension KernelTable {
         case "unique":
             let axis = a["axis"] != nil ? try a.int("axis", 0) : nil, sorted = try a.int("sorted", 1) != 0
             return { inputs in Array(try SequenceKernels.unique(try present(inputs, 0), axis: axis, sorted: sorted).prefix(outputs)) }
+        case "assume":
+            let message = try a.string("message", "a convert-time assumption does not hold for this input")
+            return { inputs in
+                let x = try present(inputs, 0), cond = try present(inputs, 1)
+                guard try cond.contiguous().values(Bool.self).allSatisfy({ $0 }) else { throw OpError(message) }
+                return [x]
+            }
         case "non_zero":
             return { inputs in [try SequenceKernels.nonZero(try present(inputs, 0))] }
         case "bit_cast":
