@@ -480,6 +480,47 @@ squeeze_if = model(
      numpy_helper.from_array(f32(8, 5), "w")], opset=17)
 save("if_squeeze_runtime_dim", squeeze_if, {"x": f32(2, 3, 4)})
 
+# onnxruntime's own operators as its optimizers and 4-bit quantizer write them (domain
+# com.microsoft): MatMulNBits with and without zero points, FastGelu with a bias,
+# SkipLayerNormalization (its sum output used), QuickGelu, FusedMatMul, the simplified
+# (RMS) layer norms.
+def nbits(w, block, zero_points):
+    n, k = w.shape
+    blocks = k // block
+    wb = w.reshape(n, blocks, block)
+    if zero_points:
+        lo, hi = np.minimum(wb.min(axis=2), 0), np.maximum(wb.max(axis=2), 0)
+        scale = ((hi - lo) / 15).astype(np.float32)
+        zp = np.clip(np.round(-lo / scale), 0, 15).astype(np.uint8)
+    else:
+        scale = (np.abs(wb).max(axis=2) / 7).astype(np.float32)
+        zp = np.full((n, blocks), 8, dtype=np.uint8)
+    q = np.clip(np.round(wb / scale[:, :, None]) + zp[:, :, None], 0, 15).astype(np.uint8)
+    packed = (q[:, :, 0::2] | (q[:, :, 1::2] << 4)).astype(np.uint8)
+    zpad = np.concatenate([zp, np.zeros((n, blocks % 2), dtype=np.uint8)], axis=1)
+    zpacked = (zpad[:, 0::2] | (zpad[:, 1::2] << 4)).astype(np.uint8)
+    return packed, scale.reshape(-1), zpacked
+hid, inner_dim = 64, 96
+p1, s1n, z1n = nbits(f32(inner_dim, hid), 32, True)
+p2, s2n, _ = nbits(f32(hid, inner_dim), 16, False)
+ms = "com.microsoft"
+contrib = model(
+    [helper.make_node("MatMulNBits", ["x", "w1_q", "w1_s", "w1_z"], ["up"], domain=ms, K=hid, N=inner_dim, bits=4, block_size=32),
+     helper.make_node("FastGelu", ["up", "up_bias"], ["act"], domain=ms),
+     helper.make_node("MatMulNBits", ["act", "w2_q", "w2_s", "", "", "down_bias"], ["down"], domain=ms, K=inner_dim, N=hid, bits=4, block_size=16),
+     helper.make_node("SkipLayerNormalization", ["down", "x", "gamma", "beta"], ["normed", "", "", "residual"], domain=ms, epsilon=1e-5),
+     helper.make_node("QuickGelu", ["normed"], ["q"], domain=ms),
+     helper.make_node("FusedMatMul", ["q", "wt"], ["fm"], domain=ms, transB=1, alpha=0.5),
+     helper.make_node("SkipSimplifiedLayerNormalization", ["fm", "residual", "gamma"], ["rms1"], domain=ms, epsilon=1e-6),
+     helper.make_node("SimplifiedLayerNormalization", ["rms1", "gamma"], ["y"], epsilon=1e-6, axis=-1)],
+    [vi("x", TensorProto.FLOAT, ["n", hid])], [vi("y", TensorProto.FLOAT, ["n", hid]), vi("residual", TensorProto.FLOAT, ["n", hid])],
+    [numpy_helper.from_array(p1, "w1_q"), numpy_helper.from_array(s1n, "w1_s"), numpy_helper.from_array(z1n.reshape(-1), "w1_z"),
+     numpy_helper.from_array(f32(inner_dim), "up_bias"), numpy_helper.from_array(p2, "w2_q"), numpy_helper.from_array(s2n, "w2_s"),
+     numpy_helper.from_array(f32(hid), "down_bias"), numpy_helper.from_array(f32(hid) + 1, "gamma"), numpy_helper.from_array(f32(hid), "beta"),
+     numpy_helper.from_array(f32(hid, hid), "wt")], opset=17)
+contrib.opset_import.append(helper.make_opsetid(ms, 1))
+save("contrib_ops", contrib, {"x": f32(3, hid)}, check=False, exact=True)
+
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))
     f.write("\n")

@@ -17,7 +17,8 @@ struct NodeConverter {
         "Unsqueeze", "Split", "Slice", "Expand", "Tile", "Pad", "Resize", "Upsample", "TopK", "CumSum",
         "ConstantOfShape", "Shape", "Size", "Range", "Flatten", "Concat", "Gather", "Transpose", "LSTM", "GRU", "RNN", "LpPool",
         "If", "Loop", "Scan",
-    ]).union(filtered.keys).union(["HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "BitCast", "GroupNormalization", "DFT", "STFT"])
+    ]).union(filtered.keys).union(["HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "BitCast", "GroupNormalization", "DFT", "STFT",
+             "SimplifiedLayerNormalization"])
 
     /// Operators converted one to one with the listed attributes (others ignored: stash types,
     /// tuning hints).
@@ -350,7 +351,13 @@ struct NodeConverter {
         guard let first = node.outputs.first, !first.isEmpty || (recurrent && node.outputs.contains { !$0.isEmpty }) else {
             throw c.fail("node '\(node.name)' (\(op)) has no output")
         }
+        if node.domain == "com.microsoft" {
+            try convertContrib(node)
+            return
+        }
         switch op {
+        case "SimplifiedLayerNormalization":
+            try rmsNormalization(node)
         case "Identity", "Dropout":
             try alias(node)
         case "Constant":

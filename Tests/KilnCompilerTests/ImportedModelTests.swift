@@ -105,6 +105,15 @@ final class ImportedModelTests: XCTestCase {
         }
     }
 
+    func testOnnxRuntimeContribOperators() async throws {
+        // MatMulNBits (4-bit, with and without zero points) becomes linear ops over packed 4-bit
+        // weights; the GELU family, skip and simplified layer norms and FusedMatMul their parts.
+        let model = try await checkImported("contrib_ops")
+        let fourBit = model.weights.filter { if case .quantized(let q) = $0.encoding { return q.data.dtype == .uint4 } else { return false } }
+        XCTAssertEqual(fourBit.count, 2)
+        XCTAssertEqual(model.functions[0].operations.filter { $0.opType == "linear" }.count, 2)
+    }
+
     func testLoopOverTheSequenceLength() async throws {
         let model = try await checkImported("loop_sequence_length")
         XCTAssertTrue(model.functions[0].operations.contains { $0.opType == "loop" })
