@@ -168,3 +168,34 @@ extension NodeConverter {
         try emit(node, "linear", [input(node, 0), name, input(node, 5)], [:], outputs: [node.outputs[0]])
     }
 }
+
+/// Operators of the ai.onnx.ml domain that are tensor arithmetic.
+extension NodeConverter {
+    static let mlSupported: Set<String> = ["Binarizer", "ArrayFeatureExtractor"]
+
+    func convertML(_ node: ONNXNode) throws {
+        let what = "node '\(node.name)' (ai.onnx.ml.\(node.opType))"
+        let x = input(node, 0)
+        guard let t = try type(x) else { throw c.fail("\(what) reads an undefined value") }
+        switch node.opType {
+        case "Binarizer":
+            // 1 where x > threshold, else 0, in x's type.
+            let above = c.freshName("\(x)_above")
+            try emit(node, "greater", [x, try scalar(float(node, "threshold", 0), like: t.dtype, node)], [:], outputs: [above])
+            try emit(node, "cast", [above], ["to": .dtype(t.dtype)], outputs: [node.outputs[0]])
+        case "ArrayFeatureExtractor":
+            // The flattened indices gathered along the last axis; a vector input gives one row.
+            let indices = input(node, 1)
+            let (flat, picked) = (c.freshName("\(indices)_flat"), c.freshName("\(x)_picked"))
+            try emit(node, "reshape", [indices], ["shape": .ints([-1])], outputs: [flat])
+            if t.rank == 1 {
+                try emit(node, "gather", [x, flat], ["axis": .int(0)], outputs: [picked])
+                try emit(node, "reshape", [picked], ["shape": .ints([1, -1])], outputs: [node.outputs[0]])
+            } else {
+                try emit(node, "gather", [x, flat], ["axis": .int(-1)], outputs: [node.outputs[0]])
+            }
+        default:
+            throw c.fail("\(what) is not supported")
+        }
+    }
+}

@@ -355,6 +355,10 @@ struct NodeConverter {
             try convertContrib(node)
             return
         }
+        if node.domain == "ai.onnx.ml" {
+            try convertML(node)
+            return
+        }
         switch op {
         case "SimplifiedLayerNormalization":
             try rmsNormalization(node)

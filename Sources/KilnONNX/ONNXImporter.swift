@@ -148,6 +148,7 @@ final class Conversion {
                 let domain = node.domain == "ai.onnx" ? "" : node.domain
                 if domain.isEmpty && NodeConverter.supported.contains(node.opType) { continue }
                 if domain == "com.microsoft" && NodeConverter.contribSupported.contains(node.opType) { continue }
+                if domain == "ai.onnx.ml" && NodeConverter.mlSupported.contains(node.opType) { continue }
                 let key = "\(domain)|\(node.opType)"
                 let previous = counts[key]?.0 ?? 0
                 counts[key] = (previous + 1, domain.isEmpty ? "ai.onnx" : domain, model.opsets[domain] ?? 0)
