@@ -521,6 +521,12 @@ contrib = model(
 contrib.opset_import.append(helper.make_opsetid(ms, 1))
 save("contrib_ops", contrib, {"x": f32(3, hid)}, check=False, exact=True)
 
+# Squeeze without axes of [n, 1, 4] with a run-time n: the known 1 goes, n stays (checked not 1).
+squeeze_all = model([helper.make_node("Squeeze", ["x"], ["s"]), helper.make_node("MatMul", ["s", "w"], ["y"])],
+                    [vi("x", TensorProto.FLOAT, ["n", 1, 4])], [vi("y", TensorProto.FLOAT, ["n", 3])],
+                    [numpy_helper.from_array(f32(4, 3), "w")], opset=17)
+save("squeeze_no_axes_runtime_dim", squeeze_all, {"x": f32(2, 1, 4)})
+
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))
     f.write("\n")

@@ -927,7 +927,33 @@ struct NodeConverter {
             if let axes = try staticInts(node, 1) { attrs["axes"] = .ints(axes) } else { inputs.append(input(node, 1)) }
         }
         let e = elements(input(node, 0))
+        if kiln == "squeeze", attrs["axes"] == nil, inputs.count == 1, try squeezeRunTimeDims(node) { return }
         try emit(node, kiln, inputs, attrs, elements: [e])
+    }
+
+    /// `Squeeze` without axes of an input with run-time dims: its rank would depend on which of
+    /// them are 1. The known 1s are squeezed and the run-time dims kept, assumed not to be 1 (a
+    /// dim the exporter could not fix is a batch or a length); an `assume` checks it when the
+    /// function runs. Returns false when every dim is known (the op converts as is).
+    func squeezeRunTimeDims(_ node: ONNXNode) throws -> Bool {
+        let x = input(node, 0)
+        guard let t = try type(x), t.shape.contains(where: { $0.size == nil }) else { return false }
+        let ones = t.shape.indices.filter { t.shape[$0] == .size(1) }
+        let open = t.shape.indices.filter { t.shape[$0].size == nil }
+        let (shape, picked, isOne, notOne, squeezed) = (c.freshName("\(x)_shape"), c.freshName("\(x)_run_time_dims"), c.freshName("\(x)_dim_is_one"),
+                                                        c.freshName("\(x)_dim_not_one"), c.freshName("\(node.outputs[0])_unchecked"))
+        try emit(node, "shape", [x], [:], outputs: [shape])
+        let (index, one) = (c.freshName("\(x)_run_time_axes"), c.freshName("\(x)_one"))
+        c.values[index] = .constant(NDArray(shape: [open.count], scalars: open.map { Int64($0) }))
+        c.values[one] = .constant(NDArray(shape: [], scalars: [Int64(1)]))
+        c.usedNames.formUnion([index, one])
+        try emit(node, "gather", [shape, index], ["axis": .int(0)], outputs: [picked])
+        try emit(node, "equal", [picked, one], [:], outputs: [isOne])
+        try emit(node, "not", [isOne], [:], outputs: [notOne])
+        try emit(node, "squeeze", [x], ["axes": .ints(ones)], outputs: [squeezed])
+        let message = "node '\(node.name)' (Squeeze) without axes was converted keeping its run-time dims (assumed not to be 1); this input has one of size 1"
+        try emit(node, "assume", [squeezed, notOne], ["message": .string(message)], outputs: [node.outputs[0]])
+        return true
     }
 
     func reshape(_ node: ONNXNode) throws {

@@ -114,6 +114,15 @@ final class ImportedModelTests: XCTestCase {
         XCTAssertEqual(model.functions[0].operations.filter { $0.opType == "linear" }.count, 2)
     }
 
+    func testSqueezeWithoutAxesKeepsRunTimeDimsChecked() async throws {
+        let model = try await checkImported("squeeze_no_axes_runtime_dim")
+        XCTAssertEqual(model.functions[0].outputs[0].type.description, "float32[n, 3]")
+        let x = NDArray(shape: [1, 1, 4], scalars: [Float(1), 2, 3, 4])
+        XCTAssertThrowsError(try ReferenceInterpreter(model: model, function: "main").run(["x": x])) { error in
+            XCTAssertTrue("\(error)".contains("assumed not to be 1"), "\(error)")
+        }
+    }
+
     func testLoopOverTheSequenceLength() async throws {
         let model = try await checkImported("loop_sequence_length")
         XCTAssertTrue(model.functions[0].operations.contains { $0.opType == "loop" })

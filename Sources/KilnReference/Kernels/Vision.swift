@@ -140,7 +140,7 @@ enum Vision {
         let points = outSpatial.reduce(1, *), planeSize = dims.reduce(1, *)
         let xs = try x.contiguous().values(Float.self), gs = try grid.contiguous().values(Float.self)
         let strides = stridesOf(dims)
-        return try NDArray.make(try checkedShape([n, c] + outSpatial), Float.self) { out in
+        return NDArray.make(try checkedShape([n, c] + outSpatial), Float.self) { out in
             xs.withUnsafeBufferPointer { px in
                 for b in 0 ..< n {
                     for p in 0 ..< points {
@@ -173,7 +173,7 @@ enum Vision {
             alignCorners ? (len == 1 ? 0 : -1 + Float(2 * i) / Float(len - 1)) : -1 + Float(2 * i + 1) / Float(len)
         }
         let strides = stridesOf(dims)
-        return try NDArray.make(try checkedShape([n] + dims + [r]), Float.self) { out in
+        return NDArray.make(try checkedShape([n] + dims + [r]), Float.self) { out in
             for b in 0 ..< n {
                 for p in 0 ..< points {
                     // Homogeneous point (x, y[, z], 1): x runs along the innermost dim.
@@ -217,7 +217,7 @@ enum Vision {
         let (n, c) = (x.shape[0], x.shape[1] / kernel), pixels = image.reduce(1, *)
         let xs = try x.contiguous().values(Float.self)
         let kStrides = stridesOf(block), bStrides = stridesOf(blocks), iStrides = stridesOf(image)
-        return try NDArray.make(try checkedShape([n, c] + image), Float.self) { out in
+        return NDArray.make(try checkedShape([n, c] + image), Float.self) { out in
             for plane in 0 ..< n * c {
                 for k in 0 ..< kernel {
                     for col in 0 ..< length {
@@ -256,7 +256,7 @@ enum Vision {
         let bs = try bias?.contiguous().values(Float.self)
         let (ocg, icPerOffset) = (oc / group, ic / og)
         let linear = Sampling(mode: .linear, padding: .zeros, alignCorners: true)
-        return try NDArray.make(try checkedShape([n, oc, oh, ow]), Float.self) { out in
+        return NDArray.make(try checkedShape([n, oc, oh, ow]), Float.self) { out in
             // Sampled columns [ic, kh·kw] for one output position, then a dot with each filter.
             var columns = [Float](repeating: 0, count: ic * kh * kw)
             xs.withUnsafeBufferPointer { px in
@@ -570,7 +570,7 @@ enum Vision {
         let cosT = (0 ..< n).map { cos(2 * Double.pi * Double($0) / Double(n)) }
         let sinT = (0 ..< n).map { sin(2 * Double.pi * Double($0) / Double(n)) }
         let sign: Double = inverse ? 1 : -1
-        return try NDArray.make(try checkedShape(shape), Float.self) { out in
+        return NDArray.make(try checkedShape(shape), Float.self) { out in
             var re = [Double](repeating: 0, count: n), im = [Double](repeating: 0, count: n)
             for o in 0 ..< outer {
                 for i in 0 ..< inner {
@@ -666,7 +666,7 @@ enum Vision {
             return Int((Double(dftLength + 1) * hz / Double(sampleRate)).rounded(.down))
         }
         guard points.allSatisfy({ $0 >= 0 && $0 < spectrum }) else { throw OpError("mel_weight_matrix: the hertz range lies outside the spectrum") }
-        return try NDArray.make(try checkedShape([spectrum, bins]), Float.self) { out in
+        return NDArray.make(try checkedShape([spectrum, bins]), Float.self) { out in
             for i in 0 ..< bins {
                 let (left, center, right) = (points[i], points[i + 1], points[i + 2])
                 if center == left {
