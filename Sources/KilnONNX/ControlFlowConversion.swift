@@ -232,9 +232,55 @@ extension NodeConverter {
         appendControlFlow(n, "loop", inputs: inputs, types: types, attributes: ["body": .graph(f), "captures": .int(body.captures.count)])
     }
 
-    func convertScan(_ node: ONNXNode) throws {
+    /// Scan of opsets 8: a batch axis 0 on every state and scan input (scanned along axis 1), and
+    /// sequence lengths. Each batch entry becomes a scan of its own (the batch must be static
+    /// and the lengths absent or full), the results stacked back along axis 0.
+    func convertScan8(_ node: ONNXNode) throws {
         let what = "node '\(node.name)' (Scan)"
-        guard c.opset >= 9 else { throw c.fail("\(what): Scan before opset 9 (a batch axis and sequence_lens) is not supported") }
+        let m = int(node, "num_scan_inputs", 0)
+        let n = node.inputs.count - 1 - m
+        guard m >= 1, n >= 0 else { throw c.fail("\(what): \(node.inputs.count) inputs do not fit \(m) scan inputs after sequence_lens") }
+        let operands = Array(node.inputs.dropFirst())
+        guard let first = try type(operands[n]), first.rank >= 2, let batch = first.shape[0].size, let length = first.shape[1].size else {
+            throw c.fail("\(what): an opset-8 Scan needs a static batch and sequence length")
+        }
+        if !input(node, 0).isEmpty {
+            guard let lens = try staticInts(node, 0), lens.allSatisfy({ $0 == length }) else {
+                throw c.fail("\(what): sequence_lens shorter than the sequence are not supported")
+            }
+        }
+        var perBatch: [[String]] = []
+        for b in 0 ..< batch {
+            var inputs: [String] = []
+            for name in operands {
+                let (sliced, row) = (c.freshName("\(name)_batch\(b)_slice"), c.freshName("\(name)_batch\(b)"))
+                try emit(node, "slice", [name], ["starts": .ints([b]), "ends": .ints([b + 1]), "axes": .ints([0])], outputs: [sliced])
+                try emit(node, "squeeze", [sliced], ["axes": .ints([0])], outputs: [row])
+                inputs.append(row)
+            }
+            var scan = node
+            scan.name = "\(node.name)_batch\(b)"
+            scan.inputs = inputs
+            scan.outputs = node.outputs.map { $0.isEmpty ? "" : c.freshName("\($0)_batch\(b)") }
+            scan.attributes = ["num_scan_inputs": .int(m), "body": .graph(try graphAttribute(node, "body"))]
+            if let d = ints(node, "directions") { scan.attributes["scan_input_directions"] = .ints(d) }
+            try convertScan(scan, batched: true)
+            perBatch.append(scan.outputs)
+        }
+        for (k, out) in node.outputs.enumerated() where !out.isEmpty {
+            var rows: [String] = []
+            for b in 0 ..< batch {
+                let row = c.freshName("\(out)_row\(b)")
+                try emit(node, "unsqueeze", [perBatch[b][k]], ["axes": .ints([0])], outputs: [row])
+                rows.append(row)
+            }
+            try emit(node, "concat", rows, ["axis": .int(0)], outputs: [out])
+        }
+    }
+
+    func convertScan(_ node: ONNXNode, batched: Bool = false) throws {
+        let what = "node '\(node.name)' (Scan)"
+        if c.opset < 9 && !batched { return try convertScan8(node) }
         let graph = try graphAttribute(node, "body")
         let m = int(node, "num_scan_inputs", 0)
         let n = node.inputs.count - m
