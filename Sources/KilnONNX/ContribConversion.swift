@@ -62,10 +62,7 @@ extension NodeConverter {
             try emit(node, "add", [x, input(node, 1)], [:], outputs: [partial])
             try emit(node, "add", [partial, input(node, biasIndex)], [:], outputs: [sum])
         }
-        for i in [1, 2] where i < node.outputs.count && !node.outputs[i].isEmpty {
-            let used = c.model.graph.nodes.contains { $0.inputs.contains(node.outputs[i]) } || c.model.graph.outputs.contains { $0.name == node.outputs[i] }
-            if used { throw c.fail("node '\(node.name)' (\(node.opType)): output \(i) (a statistic) is not supported") }
-        }
+        try unusedOutputs(node, [1, 2], "a statistic")
         let epsilon = float(node, "epsilon", 1e-12)
         if simplified {
             let (square, meanSquare, shifted, rms, normalized) = (c.freshName("\(x)_square"), c.freshName("\(x)_mean_square"),
@@ -114,21 +111,22 @@ extension NodeConverter {
     /// integers, blocked along K — what the compressed GEMM kernels run.
     func matMulNBits(_ node: ONNXNode, _ what: String) throws {
         let (k, n, bits, block) = (int(node, "K", 0), int(node, "N", 0), int(node, "bits", 4), int(node, "block_size", 0))
-        guard k >= 1, n >= 1, bits == 4 || bits == 8, block >= 16, block & (block - 1) == 0 else {
+        guard k >= 1, n >= 1, bits == 4 || bits == 8, block >= 16, block & (block - 1) == 0, let count = elementCount([n, k]), count <= 1 << 34 else {
             throw c.fail("\(what): needs K, N ≥ 1, bits 4 or 8 and a power-of-two block_size ≥ 16 (got K \(k), N \(n), bits \(bits), block_size \(block))")
         }
+        guard k % block == 0 else { throw c.fail("\(what): K \(k) is not a multiple of block_size \(block)") }
         guard input(node, 4).isEmpty else { throw c.fail("\(what): g_idx (act-order) is not supported") }
         guard c.parent == nil else { throw c.fail("\(what) inside a subgraph is not supported") }
         guard let packed = constant(input(node, 1)), packed.scalarType == .uint8, let scales = constant(input(node, 2)),
               [.float32, .float16].contains(scales.scalarType) else {
             throw c.fail("\(what): B must be a constant uint8 tensor and scales constant floats")
         }
-        let blocks = (k + block - 1) / block, blob = block * bits / 8
+        let blocks = k / block, blob = block * bits / 8
         guard packed.elementCount == n * blocks * blob, scales.elementCount == n * blocks else {
             throw c.fail("\(what): B holds \(packed.elementCount) bytes and scales \(scales.elementCount) values; N \(n), K \(k), block \(block) need \(n * blocks * blob) and \(n * blocks)")
         }
         let bytes = packed.bytes
-        // The integers [N, K] (padding past K dropped), as unsigned values.
+        // The integers [N, K], as unsigned values.
         var q = [UInt8](repeating: 0, count: n * k)
         for row in 0 ..< n {
             for col in 0 ..< k {
@@ -149,8 +147,6 @@ extension NodeConverter {
                 }
             }
         }
-        // A K that is not a multiple of the block size keeps whole blocks only when it divides evenly.
-        guard k % block == 0 else { throw c.fail("\(what): K \(k) is not a multiple of block_size \(block)") }
         func pack(_ v: [UInt8]) -> [UInt8] {
             guard bits == 4 else { return v }
             var out = [UInt8](repeating: 0, count: (v.count + 1) / 2)

@@ -829,9 +829,15 @@ struct NodeConverter {
     }
 
     func unusedOutputs(_ node: ONNXNode, from start: Int) throws {
-        for o in node.outputs.dropFirst(start) where !o.isEmpty {
+        try unusedOutputs(node, Array(start ..< max(start, node.outputs.count)), "training statistics")
+    }
+
+    /// Refuses outputs `indices` of `node` (ones Kiln does not compute) when anything reads them.
+    func unusedOutputs(_ node: ONNXNode, _ indices: [Int], _ what: String) throws {
+        for i in indices where i < node.outputs.count && !node.outputs[i].isEmpty {
+            let o = node.outputs[i]
             let used = c.model.graph.nodes.contains { $0.inputs.contains(o) } || c.model.graph.outputs.contains { $0.name == o }
-            if used { throw c.fail("node '\(node.name)' (\(node.opType)): output '\(o)' (training statistics) is not supported") }
+            if used { throw c.fail("node '\(node.name)' (\(node.opType)): output '\(o)' (\(what)) is not supported") }
         }
     }
 

@@ -114,6 +114,30 @@ public final class OpFixtureTests: XCTestCase {
         }
     }
 
+    static func run(_ type: String, _ attributes: [String: AttributeValue], _ inputs: [NDArray?]) throws -> [NDArray] {
+        try ReferenceInterpreter.evaluate(Operation(opType: type, name: "hostile", inputs: [], outputs: [], attributes: attributes), inputs)
+    }
+
+    func testHostileValuesGiveResultsOrErrorsNotTraps() throws {
+        let image = NDArray(shape: [1, 1, 3, 3], scalars: (0 ..< 9).map(Float.init))
+        // NaN, infinite and huge grid coordinates, every mode and padding: values, no trap.
+        let grid = NDArray(shape: [1, 1, 4, 2], scalars: [Float.nan, 0, .infinity, -.infinity, 1e30, -1e30, 3e9, 0.5])
+        for mode in ["nearest", "linear", "cubic"] {
+            for padding in ["zeros", "border", "reflection"] {
+                let r = try Self.run("grid_sample", ["mode": .string(mode), "padding_mode": .string(padding)], [image, grid])
+                XCTAssertEqual(r[0].shape, [1, 1, 1, 4])
+            }
+        }
+        // Integers too large for an Int, NaN edges and non-finite rois are errors.
+        XCTAssertThrowsError(try Self.run("window", ["kind": .string("hann")], [NDArray(scalar: Int64.max)]))
+        XCTAssertThrowsError(try Self.run("mel_weight_matrix", [:], (0 ..< 5).map { _ in NDArray(scalar: Float.nan) }))
+        let rois = NDArray(shape: [1, 4], scalars: [Float.nan, 0, 1e30, 2])
+        XCTAssertThrowsError(try Self.run("roi_align", [:], [image, rois, NDArray(shape: [1], scalars: [Int64(0)])]))
+        // A circular cache of capacity 0 takes nothing.
+        let empty = NDArray(shape: [1, 0, 2], scalarType: .float32), update = NDArray(shape: [1, 1, 2], scalars: [Float(1), 2])
+        XCTAssertEqual(try Self.run("tensor_scatter", ["axis": .int(1), "mode": .string("circular")], [empty, update])[0].shape, [1, 0, 2])
+    }
+
     func testEveryOpOfTheOpSetIsCovered() {
         // Control flow has whole-model fixtures instead (ControlFlowTests: its bodies are graphs), and
         // `assume`, which no ONNX operator maps to, its own test below and ImportedModelTests.

@@ -10,6 +10,12 @@ extension KernelTable {
             guard i < inputs.count, let t = inputs[i], t.elementCount > 0 else { return nil }
             return try t.doubleValues()[0]
         }
+        /// Input `i`'s one value as an integer: an error, not a trap, for NaN or out-of-range values.
+        @Sendable func integer(_ inputs: [NDArray?], _ i: Int) throws -> Int? {
+            guard let v = try scalar(inputs, i) else { return nil }
+            guard v.isFinite, abs(v) < 0x1p53 else { throw OpError("input \(i) is \(v), not a usable integer") }
+            return Int(v.rounded(.towardZero))
+        }
         switch op.opType {
         case "conv_integer":
             return { inputs in
@@ -42,7 +48,7 @@ extension KernelTable {
         case "non_max_suppression":
             let center = try a.int("center_point_box", 0) != 0
             return { inputs in
-                let limit = try scalar(inputs, 2).map { max(0, Int($0)) } ?? 0
+                let limit = try integer(inputs, 2).map { max(0, $0) } ?? 0
                 return [try Vision.nonMaxSuppression(try present(inputs, 0), try present(inputs, 1), maxPerClass: limit,
                                                      iou: Float(try scalar(inputs, 3) ?? 0), scoreThreshold: try scalar(inputs, 4).map(Float.init),
                                                      centerPoint: center)]
@@ -54,16 +60,16 @@ extension KernelTable {
             let fixedAxis = a["axis"] != nil ? try a.int("axis", -2) : nil, fixedLength = a["dft_length"] != nil ? try a.int("dft_length", 0) : nil
             let inverse = try a.int("inverse", 0) != 0, onesided = try a.int("onesided", 0) != 0
             return { inputs in
-                let length = try fixedLength ?? scalar(inputs, 1).map { Int($0) }
-                let axis = try fixedAxis ?? scalar(inputs, 2).map { Int($0) } ?? -2
+                let length = try fixedLength ?? integer(inputs, 1)
+                let axis = try fixedAxis ?? integer(inputs, 2) ?? -2
                 return [try Vision.dft(try present(inputs, 0), length: length, axis: axis, inverse: inverse, onesided: onesided)]
             }
         case "stft":
             let onesided = try a.int("onesided", 1) != 0
             return { inputs in
-                guard let step = try scalar(inputs, 1) else { throw OpError("stft needs frame_step") }
-                return [try Vision.stft(try present(inputs, 0), step: Int(step), window: inputs.count > 2 ? inputs[2] : nil,
-                                        frameLength: try scalar(inputs, 3).map { Int($0) }, onesided: onesided)]
+                guard let step = try integer(inputs, 1) else { throw OpError("stft needs frame_step") }
+                return [try Vision.stft(try present(inputs, 0), step: step, window: inputs.count > 2 ? inputs[2] : nil,
+                                        frameLength: try integer(inputs, 3), onesided: onesided)]
             }
         case "center_crop_pad":
             let axes = try a.ints("axes")
@@ -86,8 +92,8 @@ extension KernelTable {
             if case .dtype(let d)? = a["dtype"] { dtype = d }
             let to = dtype
             return { inputs in
-                guard let size = try scalar(inputs, 0) else { throw OpError("window needs a size") }
-                let w = try Vision.window(kind: kind, size: Int(size), periodic: periodic)
+                guard let size = try integer(inputs, 0) else { throw OpError("window needs a size") }
+                let w = try Vision.window(kind: kind, size: size, periodic: periodic)
                 return [to.isFloatingPoint ? w : try Elementwise.cast(w, to: to)]
             }
         case "mel_weight_matrix":
@@ -95,12 +101,14 @@ extension KernelTable {
             if case .dtype(let d)? = a["dtype"] { dtype = d }
             let to = dtype
             return { inputs in
-                let values = try (0 ..< 5).map { i -> Double in
-                    guard let v = try scalar(inputs, i) else { throw OpError("mel_weight_matrix needs input \(i)") }
+                let counts = try (0 ..< 3).map { i -> Int in
+                    guard let v = try integer(inputs, i) else { throw OpError("mel_weight_matrix needs input \(i)") }
                     return v
                 }
-                let m = try Vision.melWeightMatrix(bins: Int(values[0]), dftLength: Int(values[1]), sampleRate: Int(values[2]),
-                                                   lower: values[3], upper: values[4])
+                guard let lower = try scalar(inputs, 3), let upper = try scalar(inputs, 4), lower.isFinite, upper.isFinite else {
+                    throw OpError("mel_weight_matrix needs finite lower and upper edges")
+                }
+                let m = try Vision.melWeightMatrix(bins: counts[0], dftLength: counts[1], sampleRate: counts[2], lower: lower, upper: upper)
                 return [to.isFloatingPoint ? m : try Elementwise.cast(m, to: to)]
             }
         case "linear_attention":

@@ -86,6 +86,8 @@ package enum Resize {
             throw OpError("resize needs scales or sizes")
         }
         guard scale.allSatisfy({ $0.isFinite && $0 > 0 }) else { throw OpError("resize scales must be positive") }
+        // An antialiased downsample's filter spans 1/scale pixels.
+        if o.antialias, o.mode != "nearest", scale.contains(where: { $0 < 1.0 / 65536 }) { throw OpError("antialiased resize scales must be at least 1/65536") }
         _ = try checkedShape(outShape)
         var roiStart = [Double](repeating: 0, count: x.rank), roiEnd = [Double](repeating: 1, count: x.rank)
         if o.transform == "tf_crop_and_resize" {

@@ -159,7 +159,7 @@ enum SequenceKernels {
         var index = [Int](repeating: 0, count: update.rank)
         for u in 0 ..< update.elementCount {
             var seq = starts[index[0]] + index[axis]
-            if circular { seq = ((seq % capacity) + capacity) % max(capacity, 1) }
+            if circular && capacity > 0 { seq = ((seq % capacity) + capacity) % capacity }
             if seq >= 0, seq < capacity {
                 var at = 0
                 for d in 0 ..< past.rank { at += (d == axis ? seq : index[d]) * pStrides[d] }

@@ -45,11 +45,11 @@ enum Vision {
         guard range > 0 else { return lo }
         if x < lo {
             let d = lo - x, n = (d / range).rounded(.towardZero), r = d - n * range
-            return Int(n) % 2 == 0 ? lo + r : hi - r
+            return n.truncatingRemainder(dividingBy: 2) == 0 ? lo + r : hi - r
         }
         if x > hi {
             let d = x - hi, n = (d / range).rounded(.towardZero), r = d - n * range
-            return Int(n) % 2 == 0 ? hi - r : lo + r
+            return n.truncatingRemainder(dividingBy: 2) == 0 ? hi - r : lo + r
         }
         return x
     }
@@ -70,6 +70,19 @@ enum Vision {
             s.alignCorners ? (0, Double(dims[i] - 1)) : (-0.5, Double(dims[i]) - 0.5)
         }
         var x = coord
+        // Coordinates far outside (or not finite) brought near without changing what they read:
+        // zeros read nothing there, border clamps, reflection repeats every two ranges.
+        for i in 0 ..< r {
+            let (lo, hi) = border(i)
+            let (far, period) = (Float(dims[i] + 4), Float(2 * (hi - lo)))
+            if x[i].isNaN { x[i] = -far; continue }
+            guard abs(x[i]) > far else { continue }
+            if s.padding == .reflection, period > 0, x[i].isFinite {
+                x[i] = Float(lo) + (x[i] - Float(lo)).truncatingRemainder(dividingBy: period)
+            } else {
+                x[i] = x[i] > 0 ? far : -far
+            }
+        }
         if s.mode == .nearest { x = x.map { $0.rounded(.toNearestOrEven) } }
         // Linear and nearest sampling move an outside coordinate in first; cubic sampling keeps it
         // and moves each of its taps (as PyTorch's bicubic grid sampler and onnxruntime do).
@@ -138,6 +151,7 @@ enum Vision {
         let dims = Array(x.shape[2...]), r = dims.count
         let outSpatial = Array(grid.shape[1 ..< grid.rank - 1])
         let points = outSpatial.reduce(1, *), planeSize = dims.reduce(1, *)
+        guard planeSize > 0 || n * c * points == 0 else { throw OpError("grid_sample cannot sample an empty image \(x.shape)") }
         let xs = try x.contiguous().values(Float.self), gs = try grid.contiguous().values(Float.self)
         let strides = stridesOf(dims)
         return NDArray.make(try checkedShape([n, c] + outSpatial), Float.self) { out in
@@ -249,6 +263,7 @@ enum Vision {
               offset.shape[0] == n, offset.shape[1] == og * kh * kw * 2 else {
             throw OpError("deform_conv: x \(x.shape), w \(w.shape), offset \(offset.shape) and group \(group)/offset_group \(og) do not fit")
         }
+        guard ih * iw > 0 || n * ic * oh * ow == 0 else { throw OpError("deform_conv cannot sample an empty image \(x.shape)") }
         if let mask, mask.shape != [n, og * kh * kw, oh, ow] { throw OpError("deform_conv's mask must be [\(n), \(og * kh * kw), \(oh), \(ow)]") }
         if let bias, bias.elementCount != oc { throw OpError("deform_conv's bias must hold \(oc) values") }
         let xs = try x.contiguous().values(Float.self), ws = try w.contiguous().values(Float.self)
@@ -394,6 +409,7 @@ enum Vision {
         }
         let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
         let xs = try x.contiguous().values(Float.self), rs = try rois.contiguous().values(Float.self)
+        guard rs.allSatisfy(\.isFinite), o.spatialScale.isFinite else { throw OpError("roi_align needs finite rois and spatial_scale") }
         let (ph, pw) = (o.height, o.width)
         return try NDArray.make(try checkedShape([batch.count, c, ph, pw]), Float.self) { out in
             for r in 0 ..< batch.count {
@@ -403,9 +419,11 @@ enum Vision {
                 var (rw, rh) = (rs[r * 4 + 2] * o.spatialScale - offset - x1, rs[r * 4 + 3] * o.spatialScale - offset - y1)
                 if !o.halfPixel { (rw, rh) = (Swift.max(rw, 1), Swift.max(rh, 1)) }
                 let (bh, bw) = (rh / Float(ph), rw / Float(pw))
-                let gh = o.samplingRatio > 0 ? o.samplingRatio : Int((rh / Float(ph)).rounded(.up))
-                let gw = o.samplingRatio > 0 ? o.samplingRatio : Int((rw / Float(pw)).rounded(.up))
-                guard gh >= 0, gw >= 0, gh <= 1 << 12, gw <= 1 << 12 else { throw OpError("roi \(r) is too large to sample") }
+                let (fh, fw) = ((rh / Float(ph)).rounded(.up), (rw / Float(pw)).rounded(.up))
+                guard o.samplingRatio > 0 || (fh.isFinite && fw.isFinite && fh <= 4096 && fw <= 4096) else { throw OpError("roi \(r) is too large to sample") }
+                let gh = o.samplingRatio > 0 ? o.samplingRatio : Swift.max(Int(fh), 0)
+                let gw = o.samplingRatio > 0 ? o.samplingRatio : Swift.max(Int(fw), 0)
+                guard gh <= 1 << 12, gw <= 1 << 12 else { throw OpError("roi \(r) is too large to sample") }
                 let count = Float(Swift.max(gh * gw, 1))
                 // The four corners and weights of each sample, shared by every channel.
                 var samples: [(Int, Int, Int, Int, Float, Float, Float, Float)] = []
@@ -661,11 +679,12 @@ enum Vision {
         let spectrum = dftLength / 2 + 1
         let lowMel = 2595 * log1p(lower / 700) / log(10.0), highMel = 2595 * log1p(upper / 700) / log(10.0)
         let step = (highMel - lowMel) / Double(bins + 2)
-        let points = (0 ..< bins + 2).map { i -> Int in
+        let positions = (0 ..< bins + 2).map { i -> Double in
             let hz = 700 * expm1((Double(i) * step + lowMel) / 2595 * log(10.0))
-            return Int((Double(dftLength + 1) * hz / Double(sampleRate)).rounded(.down))
+            return (Double(dftLength + 1) * hz / Double(sampleRate)).rounded(.down)
         }
-        guard points.allSatisfy({ $0 >= 0 && $0 < spectrum }) else { throw OpError("mel_weight_matrix: the hertz range lies outside the spectrum") }
+        guard positions.allSatisfy({ $0 >= 0 && $0 < Double(spectrum) }) else { throw OpError("mel_weight_matrix: the hertz range lies outside the spectrum") }
+        let points = positions.map { Int($0) }
         return NDArray.make(try checkedShape([spectrum, bins]), Float.self) { out in
             for i in 0 ..< bins {
                 let (left, center, right) = (points[i], points[i + 1], points[i + 2])
