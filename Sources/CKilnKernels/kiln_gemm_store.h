@@ -66,33 +66,41 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_store_ti
 }
 
 /// Stores lo/hi (columns 0-15 and 16-31 of 8 rows) into C[0..mr, 0..nc] with the tile's epilogue.
-KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_store_tile512(__m512 *lo, __m512 *hi, size_t mr, size_t nc,
-                                                                                     float *c, size_t ldc, const kiln_tile_args *t) {
+/// NV (a compile-time 1 or 2): the vectors per row the tile computed (with 1, `hi` is never read and nc ≤ 16).
+KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_store_tile512_nv(const int NV, __m512 *lo, __m512 *hi,
+                                                                                        size_t mr, size_t nc, float *c, size_t ldc,
+                                                                                        const kiln_tile_args *t) {
     const __mmask16 m0 = (__mmask16)(nc >= 16 ? 0xffffu : (1u << nc) - 1u);
     const __mmask16 m1 = (__mmask16)(nc >= 32 ? 0xffffu : nc > 16 ? (1u << (nc - 16)) - 1u : 0u);
     if (t && t->accumulate) {
         for (int i = 0; i < 8; i++) if ((size_t)i < mr) {
             lo[i] = _mm512_add_ps(lo[i], _mm512_maskz_loadu_ps(m0, c + i * ldc));
-            hi[i] = _mm512_add_ps(hi[i], _mm512_maskz_loadu_ps(m1, c + i * ldc + 16));
+            if (NV == 2) hi[i] = _mm512_add_ps(hi[i], _mm512_maskz_loadu_ps(m1, c + i * ldc + 16));
         }
     }
     const int registers = t && kiln_unary_in_registers(t);
     if (registers) {
         if (t->col_bias) {
-            const __m512 cb0 = _mm512_maskz_loadu_ps(m0, t->col_bias), cb1 = _mm512_maskz_loadu_ps(m1, t->col_bias + 16);
-            for (int i = 0; i < 8; i++) { lo[i] = _mm512_add_ps(lo[i], cb0); hi[i] = _mm512_add_ps(hi[i], cb1); }
+            const __m512 cb0 = _mm512_maskz_loadu_ps(m0, t->col_bias);
+            for (int i = 0; i < 8; i++) lo[i] = _mm512_add_ps(lo[i], cb0);
+            if (NV == 2) {
+                const __m512 cb1 = _mm512_maskz_loadu_ps(m1, t->col_bias + 16);
+                for (int i = 0; i < 8; i++) hi[i] = _mm512_add_ps(hi[i], cb1);
+            }
         }
         if (t->row_bias) {
             for (int i = 0; i < 8; i++) {
                 const __m512 rb = _mm512_set1_ps(t->row_bias[(size_t)i < mr ? i : 0]);
                 lo[i] = _mm512_add_ps(lo[i], rb);
-                hi[i] = _mm512_add_ps(hi[i], rb);
+                if (NV == 2) hi[i] = _mm512_add_ps(hi[i], rb);
             }
         }
         kiln_activate512(lo, 8, t);
-        kiln_activate512(hi, 8, t);
+        if (NV == 2) kiln_activate512(hi, 8, t);
     }
-    if (nc == 32) {
+    if (NV == 1) {
+        for (int i = 0; i < 8; i++) if ((size_t)i < mr) _mm512_mask_storeu_ps(c + i * ldc, m0, lo[i]);
+    } else if (nc == 32) {
         for (int i = 0; i < 8; i++) if ((size_t)i < mr) {
             _mm512_storeu_ps(c + i * ldc, lo[i]);
             _mm512_storeu_ps(c + i * ldc + 16, hi[i]);
@@ -104,6 +112,12 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_store_
         }
     }
     if (t && !registers) kiln_tile_args_apply(mr, nc, c, ldc, t);
+}
+
+/// Stores lo/hi (columns 0-15 and 16-31 of 8 rows) into C[0..mr, 0..nc] with the tile's epilogue.
+KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_store_tile512(__m512 *lo, __m512 *hi, size_t mr, size_t nc,
+                                                                                     float *c, size_t ldc, const kiln_tile_args *t) {
+    kiln_store_tile512_nv(2, lo, hi, mr, nc, c, ldc, t);
 }
 
 #endif

@@ -53,6 +53,86 @@ KILN_NHWC_TARGET static inline __attribute__((always_inline)) void KILN_NHWC_NAM
         for (size_t cb = 0; cb < CB; cb++) KILN_NHWC_STORE(out + p * c + ch + cb * L, acc[p * CB + cb]);
 }
 
+// Output pixels [ox0, ox1) of one row whose taps all lie inside the image's columns, channels
+// [ch, ch + L): the KH·KW weight vectors stay in registers across the row, P pixels share each
+// weight (P independent FMA chains), and the activation — ACT, a compile-time constant unless it
+// is KILN_DW_ANY_ACT — is applied before the only store. rows[ky] is the input row of tap row ky
+// (a row of zeros above or below the image), S the stride along the row.
+#ifndef KILN_DW_ANY_ACT
+#define KILN_DW_ANY_ACT (-1)
+#endif
+KILN_NHWC_TARGET static inline __attribute__((always_inline)) void KILN_NHWC_NAME(dw_span)(
+    const int P, const int KH, const int KW, const int S, const int ACT, size_t ox0, size_t ox1, size_t ow, size_t w, size_t c,
+    size_t pl, const float *const *rows, const float *weight, const float *bias, size_t ch, float *yrow, const kiln_tile_args *t) {
+    const size_t L = KILN_NHWC_LANES;
+    KILN_NHWC_VEC wv[25];
+    for (int i = 0; i < KH * KW; i++) wv[i] = KILN_NHWC_LOAD(weight + (size_t)i * c + ch);
+    const KILN_NHWC_VEC b = bias ? KILN_NHWC_LOAD(bias + ch) : KILN_NHWC_SET1(0.0f);
+    kiln_tile_args a = *t;
+    if (ACT != KILN_DW_ANY_ACT) a.activation = ACT;
+    const float *r[5];
+    for (int ky = 0; ky < KH; ky++) r[ky] = rows[ky] + ch;
+    // Pixels at the row's ends, one at a time: only taps [kx0, kx1) lie inside the row.
+#define KILN_DW_SPAN_EDGE(OX) \
+    do { \
+        const long ix = (long)((OX) * S) - (long)pl; \
+        const long kx0 = ix < 0 ? -ix : 0, kx1 = ix + KW > (long)w ? (long)w - ix : KW; \
+        KILN_NHWC_VEC acc[1] = {b}; \
+        for (int ky = 0; ky < KH; ky++) \
+            for (long kx = kx0; kx < kx1; kx++) \
+                acc[0] = KILN_NHWC_FMA(KILN_NHWC_LOAD(r[ky] + (ix + kx) * (long)c), \
+                                       KILN_NHWC_LOAD(weight + (size_t)(ky * KW + kx) * c + ch), acc[0]); \
+        if (ACT != KILN_UNARY_NONE) KILN_NHWC_ACTIVATE(acc, 1, &a); \
+        KILN_NHWC_STORE(yrow + (OX) * c + ch, acc[0]); \
+    } while (0)
+    for (size_t ox = 0; ox < ox0; ox++) KILN_DW_SPAN_EDGE(ox);
+    size_t ox = ox0;
+#define KILN_DW_SPAN_BLOCK(PP) \
+    do { \
+        KILN_NHWC_VEC acc[8]; \
+        for (int p = 0; p < (PP); p++) acc[p] = b; \
+        const size_t at = (ox * S - pl) * c; \
+        for (int ky = 0; ky < KH; ky++) { \
+            const float *src = r[ky] + at; \
+            for (int kx = 0; kx < KW; kx++) \
+                for (int p = 0; p < (PP); p++) \
+                    acc[p] = KILN_NHWC_FMA(KILN_NHWC_LOAD(src + (size_t)(p * S + kx) * c), wv[ky * KW + kx], acc[p]); \
+        } \
+        if (ACT != KILN_UNARY_NONE) KILN_NHWC_ACTIVATE(acc, (PP), &a); \
+        float *out = yrow + ox * c + ch; \
+        for (int p = 0; p < (PP); p++) KILN_NHWC_STORE(out + (size_t)p * c, acc[p]); \
+        ox += (PP); \
+    } while (0)
+    while (ox + P <= ox1) KILN_DW_SPAN_BLOCK(P);
+    while (ox < ox1) KILN_DW_SPAN_BLOCK(1);
+    for (ox = ox1; ox < ow; ox++) KILN_DW_SPAN_EDGE(ox);
+#undef KILN_DW_SPAN_BLOCK
+#undef KILN_DW_SPAN_EDGE
+    (void)L;
+}
+
+// Every vector of channels in [c0, cv) over output pixels [ox0, ox1) (see dw_span), with the
+// activation made a compile-time constant for the common ones.
+KILN_NHWC_TARGET static inline __attribute__((always_inline)) void KILN_NHWC_NAME(dw_spans)(
+    const int KH, const int KW, const int S, size_t ox0, size_t ox1, size_t ow, size_t w, size_t c, size_t pl, const float *const *rows,
+    const float *weight, const float *bias, size_t c0, size_t cv, float *yrow, const kiln_tile_args *t) {
+    // Independent accumulators: 8 with AVX-512 (5×5 weights then spill a few registers, still faster than
+    // fewer chains), 4 with AVX2's 16 registers.
+    const int P = KILN_NHWC_LANES == 16 ? 8 : 4;
+#define KILN_DW_SPANS(ACT) \
+    for (size_t ch = c0; ch < cv; ch += KILN_NHWC_LANES) \
+        KILN_NHWC_NAME(dw_span)(P, KH, KW, S, (ACT), ox0, ox1, ow, w, c, pl, rows, weight, bias, ch, yrow, t)
+    switch (t->activation) {
+    case KILN_UNARY_NONE: KILN_DW_SPANS(KILN_UNARY_NONE); break;
+    case KILN_UNARY_RELU: KILN_DW_SPANS(KILN_UNARY_RELU); break;
+    case KILN_UNARY_HARD_SWISH: KILN_DW_SPANS(KILN_UNARY_HARD_SWISH); break;
+    case KILN_UNARY_CLIP: KILN_DW_SPANS(KILN_UNARY_CLIP); break;
+    case KILN_UNARY_SILU: KILN_DW_SPANS(KILN_UNARY_SILU); break;
+    default: KILN_DW_SPANS(KILN_DW_ANY_ACT); break;
+    }
+#undef KILN_DW_SPANS
+}
+
 // One output row oy of a depthwise convolution over channels [c0, c1), bias and activation applied.
 // Pixels whose taps all lie inside the row go in tiles of 4 pixels × 2 vectors (then 2 × 4, 1 × 8);
 // those at the row's ends one at a time over their taps inside, 8 vectors at a time.
@@ -78,8 +158,26 @@ KILN_NHWC_TARGET static inline __attribute__((always_inline)) void KILN_NHWC_NAM
     const float *xbase = ky1 > ky0 ? x + (size_t)(iy0 + (long)(ky0 * dh)) * w * c : x;
     const size_t row_step = dh * w * c, weight_row = kw * c;
     const size_t s0 = c0, s1 = cv;
+    // The interior's whole vectors of channels by spans with weights in registers (3×3 and 5×5
+    // windows undilated along the row, stride 1 or 2, activations in registers, rows no wider than
+    // the zero row); the loop below then does only their remaining channels and the row's ends.
+    int spanned = 0;
+    if (KILN_NHWC_HAS_ACTIVATE && in_registers && dw == 1 && (sw == 1 || sw == 2) && w * c <= KILN_NHWC_ZERO_ROW &&
+        ((kh == 3 && kw == 3) || (kh == 5 && kw == 5)) && cv > c0) {
+        const float *rows[5];
+        for (size_t ky = 0; ky < kh; ky++) {
+            const long iy = iy0 + (long)(ky * dh);
+            rows[ky] = iy >= 0 && iy < (long)h ? x + (size_t)iy * w * c : kiln_nhwc_zero_row;
+        }
+        if (kh == 3 && sw == 1) KILN_NHWC_NAME(dw_spans)(3, 3, 1, ox_lo, ox_hi, ow, w, c, pl, rows, weight, e ? e->bias : NULL, c0, cv, yrow, t);
+        else if (kh == 3) KILN_NHWC_NAME(dw_spans)(3, 3, 2, ox_lo, ox_hi, ow, w, c, pl, rows, weight, e ? e->bias : NULL, c0, cv, yrow, t);
+        else if (sw == 1) KILN_NHWC_NAME(dw_spans)(5, 5, 1, ox_lo, ox_hi, ow, w, c, pl, rows, weight, e ? e->bias : NULL, c0, cv, yrow, t);
+        else KILN_NHWC_NAME(dw_spans)(5, 5, 2, ox_lo, ox_hi, ow, w, c, pl, rows, weight, e ? e->bias : NULL, c0, cv, yrow, t);
+        spanned = 1;
+    }
     size_t ox = 0;
     while (ox < ow) {
+        if (spanned && cv == c1) break;
         const int interior = ox >= ox_lo && ox < ox_hi;
         const size_t n = !interior ? 1 : ox + 4 <= ox_hi ? 4 : ox + 2 <= ox_hi ? 2 : 1;
         size_t kx0 = 0, kx1 = kw;
@@ -91,7 +189,7 @@ KILN_NHWC_TARGET static inline __attribute__((always_inline)) void KILN_NHWC_NAM
         // The window's first column (a tap left of the row is never read: kx starts at kx0).
         const float *xr = xbase + (long)c * ix0;
         float *out = yrow + ox * c;
-        size_t ch = s0;
+        size_t ch = spanned ? s1 : s0;
         if (interior && n == 4) {
             for (; ch + 2 * L <= s1; ch += 2 * L)
                 KILN_NHWC_NAME(dw_block)(4, 2, KW, 0, kw, sw, dw, c, xr, weight, ky0, ky1, row_step, weight_row, ch, out, e, t, in_registers);

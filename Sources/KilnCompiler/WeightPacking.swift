@@ -151,6 +151,34 @@ enum WeightPacking {
         return Weight(name: name, dtype: .float32, shape: w.shape, encoding: .dense(blob))
     }
 
+    /// Transforms a 3×3 convolution weight [M, C, 3, 3] for Winograd F(2×2, 3×3): U = G g Gᵀ for
+    /// each (output, input) channel pair (G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1], computed in double,
+    /// rounded once), packed as 16 GEMM B operands of K = C, N = M in panels of `nr`: blob
+    /// [16, panels, C, nr], element ξ = 4i + j of U at [ξ][n / nr][c][n % nr].
+    static func packWinograd(_ w: Weight, name: String, nr: Int) throws -> Weight {
+        let dense = try WeightDecoding.dense(w)
+        guard dense.scalarType == .float32, w.shape.count == 4, w.shape[2] == 3, w.shape[3] == 3 else {
+            throw CompileError("weight '\(w.name)' is not a float32 [M, C, 3, 3] convolution weight")
+        }
+        let values = dense.scalars(as: Float.self)
+        let (m, c) = (w.shape[0], w.shape[1])
+        let panels = (m + nr - 1) / nr
+        let g: [[Double]] = [[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]]
+        var out = [Float](repeating: 0, count: 16 * panels * c * nr)
+        for n in 0 ..< m { for ch in 0 ..< c {
+            let base = (n * c + ch) * 9
+            // t = G · g (4×3), then U = t · Gᵀ (4×4).
+            var t = [Double](repeating: 0, count: 12)
+            for i in 0 ..< 4 { for b in 0 ..< 3 { t[i * 3 + b] = (0 ..< 3).reduce(0.0) { $0 + g[i][$1] * Double(values[base + $1 * 3 + b]) } } }
+            for i in 0 ..< 4 { for j in 0 ..< 4 {
+                let u = (0 ..< 3).reduce(0.0) { $0 + t[i * 3 + $1] * g[j][$1] }
+                out[(((i * 4 + j) * panels + n / nr) * c + ch) * nr + n % nr] = Float(u)
+            } }
+        } }
+        let blob = WeightBlob(dtype: .float32, shape: [16, panels, c, nr], data: ByteStorage(out.withUnsafeBytes { Array($0) }))
+        return Weight(name: name, dtype: .float32, shape: w.shape, encoding: .dense(blob))
+    }
+
     /// Reorders a depthwise convolution weight [C, 1, kh, kw] to [kh, kw, C] (float32): each tap's
     /// channels contiguous, as the channels-last kernel reads them in vectors.
     static func packTaps(_ w: Weight, name: String) throws -> Weight {

@@ -87,6 +87,35 @@ final class NetworkGraphTests: XCTestCase {
         try await assertCompilesWithoutReference(try g.b.build(), ["x": floats([2, 6, 20, 20], 3)], "convolution paths")
     }
 
+    /// 3×3 stride-1 convolutions run as Winograd F(2×2, 3×3) on maps of run-time size (11×13:
+    /// partial tiles at the right and bottom): bias and activation, a fused residual, two writing
+    /// into a concat's slices, valid padding, channel counts off the panel width; two images.
+    func testWinogradConvolutions() async throws {
+        var g = Graph("winograd")
+        let w1 = try g.weight("w1", [40, 24, 3, 3], scale: 0.1), b1 = try g.weight("b1", [40])
+        let w2 = try g.weight("w2", [40, 40, 3, 3], scale: 0.1), w3 = try g.weight("w3", [20, 40, 3, 3], scale: 0.1)
+        let w4 = try g.weight("w4", [33, 40, 3, 3], scale: 0.1), b4 = try g.weight("b4", [33]), w5 = try g.weight("w5", [17, 40, 3, 3], scale: 0.1)
+        var f = g.b.function("main")
+        let x = f.input("x", TensorType(.float32, ["n", 24, "h", "w"]))
+        let c1 = try f.apply1("relu", [try f.apply1("conv", [x, f.use(w1), f.use(b1)], ["pads": .ints([1, 1, 1, 1])])])
+        let c2 = try f.apply1("relu", [try f.apply1("add", [try f.apply1("conv", [c1, f.use(w2)], ["pads": .ints([1, 1, 1, 1])]), c1])])
+        let joined = try f.apply1("concat", [try f.apply1("conv", [c2, f.use(w3)], ["pads": .ints([1, 1, 1, 1])]),
+                                            try f.apply1("conv", [c2, f.use(w4), f.use(b4)], ["pads": .ints([1, 1, 1, 1])])], ["axis": .int(1)])
+        f.output("joined", try f.apply1("hard_swish", [joined]))
+        f.output("valid", try f.apply1("sigmoid", [try f.apply1("conv", [c2, f.use(w5)], [:])]))
+        try g.b.add(f)
+        let model = try g.b.build()
+        try await assertCompilesWithoutReference(model, ["x": floats([2, 24, 11, 13], 5)], "Winograd convolutions")
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for arch in runnableArchitectures {
+            try compileArtifact(model, arch, to: "\(dir)/m.compiled")
+            let plan = try CompiledArtifact.read(at: "\(dir)/m.compiled", verifyWeights: true).plan
+            let winograd = plan.functions[0].steps.filter { $0.kernel.hasPrefix("f32_conv2d_winograd") }.count
+            XCTAssertEqual(winograd, 5, "\(arch.name): convolutions run by Winograd")
+        }
+    }
+
     /// MobileNet-style blocks, run channels-last: a strided stem reading the input planes,
     /// depthwise convolutions (3×3 and 5×5, strides 1 and 2, dilated, channel counts that are not a
     /// multiple of a vector, planes narrower than a pixel tile), a squeeze-excitation scale, a

@@ -429,6 +429,19 @@ KILN_DECLARE_NHWC(avx512)
 #endif
 #undef KILN_DECLARE_NHWC
 
+/// A 3×3, stride-1, undilated channels-last convolution of one image by Winograd F(2×2, 3×3)
+/// (winograd.c): x [h, w, c] with pads pt (top) and pl (left) → y [oh, ow, m] (pixels ldc floats
+/// apart), output tiles (2×2 pixel blocks, row-major over ceil(oh/2) × ceil(ow/2))
+/// [tile_begin, tile_end) in blocks of `block` tiles, output channels of B panels [p_begin, p_end). `u` holds the 16 packed B operands
+/// (U[ξ] = (G g Gᵀ)[ξ], K = c, N = m) for `ukernel` (tile rows `mr`); `e` gives bias, activation
+/// and `accumulate` (y holds a residual). `scratch`: kiln_f32_winograd_scratch_floats(c, m, block)
+/// floats. isa: 0 scalar, 1 AVX2, 2 AVX-512 (the transforms' vector width).
+void kiln_f32_conv3x3_winograd(int isa, kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b *u, size_t h, size_t w,
+                               size_t c, const float *x, size_t pt, size_t pl, size_t oh, size_t ow, float *y, size_t ldc,
+                               size_t tile_begin, size_t tile_end, size_t p_begin, size_t p_end, size_t block,
+                               const kiln_epilogue *e, float *scratch);
+size_t kiln_f32_winograd_scratch_floats(size_t c, size_t m, size_t block);
+
 /// Scratch floats the depthwise kernels need for one call.
 size_t kiln_f32_dwconv2d_scratch_floats(size_t kh, size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t oh, size_t ow);
 /// im2col for one image in CHW layout: rows = output pixels, columns = (c, ky, kx).

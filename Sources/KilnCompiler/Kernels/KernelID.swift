@@ -60,6 +60,9 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     /// Channels-last `conv` (one group): the image (im2col rows for windows wider than one pixel)
     /// times the weight packed in panels (tiled).
     case conv2dNHWC = "f32_conv2d_nhwc"
+    /// Channels-last 3×3 stride-1 `conv` (one group) by Winograd F(2×2, 3×3): 16 GEMMs per block of
+    /// 2×2 output tiles on the weight transformed and packed at compile time (tiled).
+    case conv2dWinograd = "f32_conv2d_winograd"
     /// Channels-last depthwise `conv`: vectors along channels.
     case depthwiseNHWC = "f32_dwconv2d_nhwc"
     /// Channels-last `max_pool`/`average_pool` in 2-D: vectors along channels.
@@ -122,7 +125,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     /// Whether the family's kernels are named by a GEMM tile.
     public var isTiled: Bool {
         switch self {
-        case .gemm, .conv2d, .conv2dNCHW, .conv2dNHWC, .matmul, .convTranspose, .recurrent: return true
+        case .gemm, .conv2d, .conv2dNCHW, .conv2dNHWC, .conv2dWinograd, .matmul, .convTranspose, .recurrent: return true
         default: return false
         }
     }
@@ -130,7 +133,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     /// The ISAs this family is built for, on any host (C variants and their Swift bindings).
     public var isas: [ISA] {
         switch self {
-        case .gemm, .conv2d, .conv2dNCHW, .conv2dNHWC, .matmul, .convTranspose, .recurrent: return ISA.allCases
+        case .gemm, .conv2d, .conv2dNCHW, .conv2dNHWC, .conv2dWinograd, .matmul, .convTranspose, .recurrent: return ISA.allCases
         case .depthwise, .depthwiseNHWC, .pool2dNHWC: return [.scalar, .avx2, .avx512]
         case .unary, .binary, .softmax, .layerNorm, .attention, .reduce, .pool2d: return [.scalar, .avx2]
         case .reference: return []

@@ -58,7 +58,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         }
         let weightBySlot = Dictionary(fp.weights.map { ($0.slot, plan.model.weights[$0.weight]) }, uniquingKeysWith: { a, _ in a })
         // Weights a packed GEMM reads stay packed; the rest are decoded once (dense float32 ones are views of the mapping).
-        let packedSlots = Set(zip(fp.steps, kernels).filter { [.gemm, .conv2d, .conv2dNHWC].contains($0.1.family) }.compactMap { $0.0.inputs.count > 1 ? $0.0.inputs[1] : nil })
+        let packedSlots = Set(zip(fp.steps, kernels).filter { [.gemm, .conv2d, .conv2dNHWC, .conv2dWinograd].contains($0.1.family) }.compactMap { $0.0.inputs.count > 1 ? $0.0.inputs[1] : nil })
         var constants: [Int: NDArray] = [:]
         for (slot, w) in weightBySlot where !packedSlots.contains(slot) {
             do {

@@ -140,7 +140,7 @@ final class ShapePlan: @unchecked Sendable {
                 guard s >= 0, let x = operand(s), let width = x.shape.last else { continue }
                 defer { at += width }
                 let p = producer[s]
-                guard p >= 0, executor.steps[p].kernel is ConvNHWCStep, executor.steps[p].inputs.count <= 3, executor.steps[p].outputs == [s],
+                guard p >= 0, executor.steps[p].kernel is ConvNHWCStep || executor.steps[p].kernel is WinogradNHWCStep, executor.steps[p].inputs.count <= 3, executor.steps[p].outputs == [s],
                       lastRead[s] == j, step.inputs.filter({ $0 == s }).count == 1, recording.known[s] == nil, x.value == nil else { continue }
                 sliceOf[s] = (j, at, y.shape.last!)
             }
@@ -182,10 +182,14 @@ final class ShapePlan: @unchecked Sendable {
                     outputs.append(o)
                     continue
                 }
-                // Elementwise steps may write over any input; a convolution over the residual it adds (input 3).
+                // Elementwise steps may write over any input; a convolution over the residual it adds (input 3),
+                // unless the residual is its image too: windows still to be read would be overwritten.
                 let family = step.kernel.id.family
+                let residualIsImage = step.inputs.count > 3 && step.inputs[0] >= 0 && step.inputs[3] >= 0
+                    && (step.inputs[0] == step.inputs[3] || (rootOf[step.inputs[0]] >= 0 && rootOf[step.inputs[0]] == rootOf[step.inputs[3]]))
                 let candidates = step.outputs.count != 1 ? [] : elementwise.contains(family) ? Array(zip(step.inputs, inputs))
-                    : family == .conv2dNHWC && step.inputs.count > 3 ? [(step.inputs[3], inputs[3])] : []
+                    : (family == .conv2dNHWC || family == .conv2dWinograd) && step.inputs.count > 3 && !residualIsImage
+                    ? [(step.inputs[3], inputs[3])] : []
                 let reuse = candidates.first { s, x in
                     guard s >= 0, let x, rootOf[s] >= 0, x.shape == o.shape, x.dtype == o.dtype, x.value == nil else { return false }
                     return rootReads[rootOf[s]] <= i

@@ -59,6 +59,10 @@ enum StepFactory {
             }
             return try ConvNHWCStep(id: id, op: op, gemm: try PackedGEMM(weight: try weight(1), kernel: id), epilogue: try epilogue(op),
                                     window: try OpSet.Window(op.attributes, kernel: shape))
+        case .conv2dWinograd:
+            try expect(["conv"])
+            let w = try weight(1)
+            return try WinogradNHWCStep(id: id, op: op, weight: w, stacked: try WeightDecoding.dense(w), epilogue: try epilogue(op))
         case .depthwiseNHWC:
             try expect(["conv"])
             return try DepthwiseNHWCStep(id: id, op: op, weight: try constant(1), epilogue: try epilogue(op))
