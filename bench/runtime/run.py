@@ -354,6 +354,9 @@ def main():
                  f"AVX2 {peak['fma_avx2_gflops']:.0f}" if "fma_avx2_gflops" in peak else None]
         print(f"machine ({args.threads} threads): float32 FMA peak {', '.join(p for p in parts if p)} GFLOP/s; "
               f"read bandwidth {peak.get('read_gbs', 0):.1f} GB/s")
+    if achieved:
+        print("GFLOP/s count the direct convolution's operations; Winograd convolutions do fewer, so the effective "
+              "rate of a model that runs them can exceed the FMA peak")
     for name, arch, flops, seconds in achieved:
         ceiling = (peak or {}).get("fma_avx512_gflops" if arch.endswith("_v4") else "fma_avx2_gflops")
         rate = flops / seconds / 1e9 if seconds else 0

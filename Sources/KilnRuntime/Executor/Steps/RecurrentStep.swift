@@ -100,7 +100,11 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
         let floats = [seq * batch * g * h, batch * g * h, batch * h, batch * h, batch * h, batch * h]
         var offsets: [Int] = [], total = 0
         for f in floats { offsets.append(total); total += (f * 4 + 63) / 64 * 64 }
-        context.scratch(total)
+        // The directions of a bidirectional layer are independent until their outputs: each runs on
+        // its own thread with its own scratch.
+        let parallelDirections = dirs > 1 && context.threads > 1
+        context.scratch(total * (parallelDirections ? dirs : 1))
+        let threads = context.threads
         let nr = tile.nr
         func packed(_ k: Int, _ n: Int) -> kiln_packed_b {
             var b = kiln_packed_b()
@@ -110,12 +114,12 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
         let (mr, ukernel, scratchSlot, reverseOnly, lbr) = (tile.mr, ukernel, context.scratchSlot, reverseOnly, linearBeforeReset)
         let (packedW, packedR, packedRh, biasX, biasR, peepholes) = (packedW, packedR, packedRh, biasX, biasR, peepholes)
         return BoundStep { slots in
-            let s = slots[scratchSlot]
-            let xw = (s + offsets[0]).assumingMemoryBound(to: Float.self), hr = (s + offsets[1]).assumingMemoryBound(to: Float.self)
-            let hs = (s + offsets[2]).assumingMemoryBound(to: Float.self), cs = (s + offsets[3]).assumingMemoryBound(to: Float.self)
-            let rh = (s + offsets[4]).assumingMemoryBound(to: Float.self), hh = (s + offsets[5]).assumingMemoryBound(to: Float.self)
             let y = outputs.first.map { $0.floats(slots) }
-            for d in 0 ..< dirs {
+            parallelFor(dirs, threads: parallelDirections ? threads : 1) { d in
+                let s = slots[scratchSlot] + (parallelDirections ? d * total : 0)
+                let xw = (s + offsets[0]).assumingMemoryBound(to: Float.self), hr = (s + offsets[1]).assumingMemoryBound(to: Float.self)
+                let hs = (s + offsets[2]).assumingMemoryBound(to: Float.self), cs = (s + offsets[3]).assumingMemoryBound(to: Float.self)
+                let rh = (s + offsets[4]).assumingMemoryBound(to: Float.self), hh = (s + offsets[5]).assumingMemoryBound(to: Float.self)
                 let reverse = reverseOnly || d == 1
                 // All timesteps' input projections at once.
                 var e = kiln_epilogue()
