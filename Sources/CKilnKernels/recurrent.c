@@ -6,18 +6,49 @@
 
 static inline __attribute__((always_inline)) float kiln_tanh_exact(float x) { return kiln_tanh(x); }
 
-void kiln_f32_lstm_gates__scalar(size_t hidden, const float *xw, const float *hr, const float *peep, float *c, float *h) {
+// The LSTM cell update, one body for every ISA (the vector forms by the compiler's vectorizer under
+// each target; the steps are the scalar ones, so only FMA contraction may differ in the last bit).
+static inline __attribute__((always_inline)) void kiln_lstm_gates_body(size_t hidden, const float *xw, const float *hr,
+                                                                       const float *peep, float *c, float *h) {
     // xw, hr: [4 * hidden] pre-activations in gate order i, o, f, c (biases already added to xw).
+    if (peep) {
+        for (size_t j = 0; j < hidden; j++) {
+            const float pi = peep[j], po = peep[hidden + j], pf = peep[2 * hidden + j];
+            const float i = kiln_sigmoid(xw[j] + hr[j] + pi * c[j]);
+            const float f = kiln_sigmoid(xw[2 * hidden + j] + hr[2 * hidden + j] + pf * c[j]);
+            const float g = kiln_tanh_exact(xw[3 * hidden + j] + hr[3 * hidden + j]);
+            c[j] = f * c[j] + i * g;
+            const float o = kiln_sigmoid(xw[hidden + j] + hr[hidden + j] + po * c[j]);
+            h[j] = o * kiln_tanh_exact(c[j]);
+        }
+        return;
+    }
+#pragma clang loop vectorize(assume_safety)
     for (size_t j = 0; j < hidden; j++) {
-        const float pi = peep ? peep[j] : 0.0f, po = peep ? peep[hidden + j] : 0.0f, pf = peep ? peep[2 * hidden + j] : 0.0f;
-        const float i = kiln_sigmoid(xw[j] + hr[j] + pi * c[j]);
-        const float f = kiln_sigmoid(xw[2 * hidden + j] + hr[2 * hidden + j] + pf * c[j]);
+        const float i = kiln_sigmoid(xw[j] + hr[j]);
+        const float f = kiln_sigmoid(xw[2 * hidden + j] + hr[2 * hidden + j]);
         const float g = kiln_tanh_exact(xw[3 * hidden + j] + hr[3 * hidden + j]);
-        c[j] = f * c[j] + i * g;
-        const float o = kiln_sigmoid(xw[hidden + j] + hr[hidden + j] + po * c[j]);
-        h[j] = o * kiln_tanh_exact(c[j]);
+        const float cj = f * c[j] + i * g;
+        c[j] = cj;
+        h[j] = kiln_sigmoid(xw[hidden + j] + hr[hidden + j]) * kiln_tanh_exact(cj);
     }
 }
+
+void kiln_f32_lstm_gates__scalar(size_t hidden, const float *xw, const float *hr, const float *peep, float *c, float *h) {
+    kiln_lstm_gates_body(hidden, xw, hr, peep, c, h);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void kiln_f32_lstm_gates__avx2(size_t hidden, const float *xw, const float *hr, const float *peep,
+                                                                   float *c, float *h) {
+    kiln_lstm_gates_body(hidden, xw, hr, peep, c, h);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) void kiln_f32_lstm_gates__avx512(size_t hidden, const float *xw,
+                                                                                                 const float *hr, const float *peep,
+                                                                                                 float *c, float *h) {
+    kiln_lstm_gates_body(hidden, xw, hr, peep, c, h);
+}
+#endif
 
 void kiln_f32_gru_reset__scalar(size_t hidden, const float *xw, const float *hr, const float *h, float *rh) {
     for (size_t j = 0; j < hidden; j++) rh[j] = kiln_sigmoid(xw[hidden + j] + hr[hidden + j]) * h[j];

@@ -486,6 +486,44 @@ static void check_winograd(const char *ukernel, int isa) {
     printf("Winograd on %s: %s\n", ukernel, bad ? "MISMATCH" : "matches the reference");
 }
 
+typedef void (*lstm_gates_fn)(size_t, const float *, const float *, const float *, float *, float *);
+
+// The LSTM cell update against the formula in double, with and without peepholes, on pre-activations
+// up to ±40 (saturated gates) and a hidden size off every vector width.
+static void check_lstm_gates(const char *name, lstm_gates_fn fn, uint32_t needs) {
+    if ((kiln_cpu_features() & needs) != needs) {
+        printf("skipped %s: this CPU lacks its features\n", name);
+        return;
+    }
+    enum { H = 37 };
+    unsigned state = 11;
+    int bad = 0;
+    for (int peeped = 0; peeped < 2; peeped++) {
+        float xw[4 * H], hr[4 * H], peep[3 * H], c[H], h[H];
+        double wc[H], wh[H];
+        for (int j = 0; j < 4 * H; j++) xw[j] = value(&state) * 20, hr[j] = value(&state) * 20;
+        for (int j = 0; j < 3 * H; j++) peep[j] = value(&state);
+        for (int j = 0; j < H; j++) c[j] = value(&state) * 2;
+        for (int j = 0; j < H; j++) {
+            const double pi = peeped ? peep[j] : 0, po = peeped ? peep[H + j] : 0, pf = peeped ? peep[2 * H + j] : 0;
+            const double i = 1 / (1 + exp(-((double)xw[j] + hr[j] + pi * c[j])));
+            const double f = 1 / (1 + exp(-((double)xw[2 * H + j] + hr[2 * H + j] + pf * c[j])));
+            const double g = tanh((double)xw[3 * H + j] + hr[3 * H + j]);
+            wc[j] = f * c[j] + i * g;
+            wh[j] = 1 / (1 + exp(-((double)xw[H + j] + hr[H + j] + po * wc[j]))) * tanh(wc[j]);
+        }
+        fn(H, xw, hr, peeped ? peep : NULL, c, h);
+        cases++;
+        for (int j = 0; j < H; j++) {
+            if (!(fabs(c[j] - wc[j]) <= 1e-5 * (1 + fabs(wc[j])) && fabs(h[j] - wh[j]) <= 1e-5)) {
+                failures++;
+                if (bad++ < 3) printf("%s peepholes %d: c[%d] = %g (want %g), h = %g (want %g)\n", name, peeped, j, c[j], wc[j], h[j], wh[j]);
+            }
+        }
+    }
+    printf("%s: %s\n", name, bad ? "MISMATCH" : "matches the reference");
+}
+
 int main(void) {
     check_hwcap();
     check_pool();
@@ -493,6 +531,7 @@ int main(void) {
     check_dwconv_nhwc("f32_dwconv2d_nhwc__scalar", kiln_f32_dwconv2d_nhwc__scalar, 0);
     check_ukernel("f32_gemm_4x8__scalar");
     check_winograd("f32_gemm_4x8__scalar", 0);
+    check_lstm_gates("f32_lstm_gates__scalar", kiln_f32_lstm_gates__scalar, 0);
     check_ukernel("f32_gemm_4x16__scalar");
     check_extremes("f32_gemm_4x8__scalar");
     check_q_ukernel("f32_gemm_4x8__scalar");
@@ -503,6 +542,8 @@ int main(void) {
     check_ukernel("f32_gemm_6x16__avx2");
     check_winograd("f32_gemm_6x16__avx2", 1);
     check_winograd("f32_gemm_8x32__avx512", 2);
+    check_lstm_gates("f32_lstm_gates__avx2", kiln_f32_lstm_gates__avx2, KILN_CPU_X86_V3);
+    check_lstm_gates("f32_lstm_gates__avx512", kiln_f32_lstm_gates__avx512, KILN_CPU_X86_V4);
     check_ukernel("f32_gemm_8x32__avx512");
     check_extremes("f32_gemm_6x16__avx2");
     check_extremes("f32_gemm_8x32__avx512");

@@ -478,8 +478,13 @@ void kiln_f32_col2im__scalar(size_t channels, size_t h, size_t w, size_t kh, siz
                              size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, const float *cols, float *y);
 
 /// One LSTM step for one sequence: gate pre-activations xw (input projection + both biases) and
-/// hr (recurrent projection), order i, o, f, c; optional peepholes [3 × hidden] (i, o, f); c and h updated.
+/// hr (recurrent projection), order i, o, f, c; optional peepholes [3 × hidden] (i, o, f); c and h
+/// updated (c, h, xw and hr must not overlap). The AVX2 and AVX-512 forms vectorize the same steps.
 void kiln_f32_lstm_gates__scalar(size_t hidden, const float *xw, const float *hr, const float *peep, float *c, float *h);
+#if defined(__x86_64__)
+void kiln_f32_lstm_gates__avx2(size_t hidden, const float *xw, const float *hr, const float *peep, float *c, float *h);
+void kiln_f32_lstm_gates__avx512(size_t hidden, const float *xw, const float *hr, const float *peep, float *c, float *h);
+#endif
 /// GRU reset gate applied to the state: rh = sigmoid(xw_r + hr_r) ⊙ h (for linear_before_reset = 0).
 void kiln_f32_gru_reset__scalar(size_t hidden, const float *xw, const float *hr, const float *h, float *rh);
 /// One GRU step for one sequence: xw and hr in gate order z, r, h; hr's h part is R_h·h + Rb_h when

@@ -112,6 +112,12 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
             return b
         }
         let (mr, ukernel, scratchSlot, reverseOnly, lbr) = (tile.mr, ukernel, context.scratchSlot, reverseOnly, linearBeforeReset)
+        // The LSTM cell update in the step's vector ISA.
+        var lstmGates = kiln_f32_lstm_gates__scalar
+        #if arch(x86_64)
+        if id.isa == .avx512 { lstmGates = kiln_f32_lstm_gates__avx512 } else if id.isa == .avx2 { lstmGates = kiln_f32_lstm_gates__avx2 }
+        #endif
+        let cellUpdate = lstmGates
         let (packedW, packedR, packedRh, biasX, biasR, peepholes) = (packedW, packedR, packedRh, biasX, biasR, peepholes)
         return BoundStep { slots in
             let y = outputs.first.map { $0.floats(slots) }
@@ -148,9 +154,9 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
                         let xwt = xw + (t * batch + n) * g * h, hrn = hr + n * g * h
                         if g == 4 {
                             if let peepholes {
-                                peepholes[d].withUnsafeBufferPointer { kiln_f32_lstm_gates__scalar(h, xwt, hrn, $0.baseAddress, cs + n * h, hs + n * h) }
+                                peepholes[d].withUnsafeBufferPointer { cellUpdate(h, xwt, hrn, $0.baseAddress, cs + n * h, hs + n * h) }
                             } else {
-                                kiln_f32_lstm_gates__scalar(h, xwt, hrn, nil, cs + n * h, hs + n * h)
+                                cellUpdate(h, xwt, hrn, nil, cs + n * h, hs + n * h)
                             }
                         } else if lbr {
                             kiln_f32_gru_gates__scalar(h, 1, xwt, hrn, hs + n * h)
