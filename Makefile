@@ -8,7 +8,7 @@ BIN           = .build/$(CONFIG)
 KILN          = $(BIN)/kiln
 PROTOS        = $(wildcard specs/*.proto)
 SPECS_DIR     = Sources/CKilnSpecs
-APT_PACKAGES  = libprotobuf-c-dev protobuf-c-compiler zlib1g-dev python3-venv
+APT_PACKAGES  = libprotobuf-c-dev protobuf-c-compiler zlib1g-dev libssl-dev libcurl4 python3-venv
 # The arm64 kernels run under qemu on x86-64 hosts (`make kernels-check`).
 ifeq ($(shell uname -m),x86_64)
 APT_PACKAGES += qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
@@ -117,6 +117,22 @@ run: build
 	$(KILN) compile build/TinyClassifier.kiln --arch all -o build/compiled
 	$(KILN) select build/compiled
 	$(KILN) run build/compiled --input features=examples/TinyClassifier.features.npy --print --explain
+	@echo "Deployment: compile every arch encrypted, archive, serve on 127.0.0.1, fetch this host's artifact, run it"
+	rm -rf build/site build/store build/TinyClassifier.kilnkey
+	$(KILN) keygen -o build/TinyClassifier.kilnkey
+	$(KILN) compile build/TinyClassifier.kiln --arch all --version 1 --encrypt build/TinyClassifier.kilnkey -o build/site
+	$(KILN) archive build/site -o build/site/TinyClassifier.kilnarchive
+	@python3 Tests/Fixtures/deploy/serve.py build/site build/site.log > build/site.port & server=$$!; \
+	  trap "kill $$server" EXIT; \
+	  for i in 1 2 3 4 5 6 7 8 9 10; do [ -s build/site.port ] && break; sleep 0.2; done; \
+	  url="http://127.0.0.1:$$(cut -d' ' -f2 build/site.port)"; \
+	  set -ex; \
+	  $(KILN) fetch $$url/assets.json -o build/store; \
+	  $(KILN) fetch $$url/assets.json -o build/store; \
+	  $(KILN) store list build/store; \
+	  $(KILN) run build/store/TinyClassifier/current --key build/TinyClassifier.kilnkey \
+	    --input features=examples/TinyClassifier.features.npy --print --explain; \
+	  $(KILN) fetch $$url/TinyClassifier.kilnarchive -o build/store-from-archive
 
 # Regenerates the committed example packages, byte for byte.
 examples: build

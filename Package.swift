@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "KilnRuntime", targets: ["KilnRuntime"]),
         .library(name: "KilnONNX", targets: ["KilnONNX"]),
         .library(name: "KilnCompression", targets: ["KilnCompression"]),
+        .library(name: "KilnStore", targets: ["KilnStore"]),
     ],
     targets: [
         .systemLibrary(
@@ -21,6 +22,11 @@ let package = Package(
             name: "CZlib",
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
         ),
         .target(
             name: "CKilnSpecs",
@@ -34,7 +40,7 @@ let package = Package(
         ),
         .target(
             name: "KilnFormat",
-            dependencies: ["CKilnSpecs", "CZlib", "CKilnHash"]
+            dependencies: ["CKilnSpecs", "CZlib", "CKilnHash", "COpenSSL"]
         ),
         .target(
             name: "KilnReference",
@@ -56,9 +62,13 @@ let package = Package(
             name: "KilnRuntime",
             dependencies: ["KilnCompiler", "KilnReference", "KilnFormat", "CKilnKernels"]
         ),
+        .target(
+            name: "KilnStore",
+            dependencies: ["KilnRuntime", "KilnCompiler", "KilnFormat"]
+        ),
         .executableTarget(
             name: "kiln",
-            dependencies: ["KilnRuntime", "KilnCompiler", "KilnReference", "KilnONNX", "KilnCompression", "KilnFormat"]
+            dependencies: ["KilnStore", "KilnRuntime", "KilnCompiler", "KilnReference", "KilnONNX", "KilnCompression", "KilnFormat"]
         ),
         .executableTarget(
             name: "KilnConformance",
@@ -97,6 +107,10 @@ let package = Package(
         .testTarget(
             name: "KilnRuntimeTests",
             dependencies: ["KilnRuntime"]
+        ),
+        .testTarget(
+            name: "KilnStoreTests",
+            dependencies: ["KilnStore", "KilnRuntime", "KilnCompiler", "KilnFormat"]
         ),
         .testTarget(
             name: "KilnCLITests",

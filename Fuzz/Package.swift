@@ -20,5 +20,6 @@ let package = Package(
         target("FuzzNPY", ["KilnFormat"]),
         target("FuzzConfig", ["KilnCompression"]),
         target("FuzzAssets", ["KilnRuntime", "KilnFormat"]),
+        target("FuzzDeploy", ["KilnStore", "KilnRuntime", "KilnFormat"]),
     ]
 )

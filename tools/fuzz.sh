@@ -10,14 +10,14 @@ SWIFT=${SWIFT:-swift}
 B=.build/fuzz/release
 OUT=.build/fuzz
 KILN=.build/release/kiln
-TARGETS=${FUZZ_TARGETS:-"FuzzNPY FuzzConfig FuzzPackage FuzzONNX FuzzArtifact FuzzAssets"}
+TARGETS=${FUZZ_TARGETS:-"FuzzNPY FuzzConfig FuzzPackage FuzzONNX FuzzArtifact FuzzAssets FuzzDeploy"}
 "$SWIFT" build -c release --package-path Fuzz --build-path "$OUT" \
   -Xswiftc -sanitize=fuzzer,address -Xcc -fsanitize=fuzzer-no-link,address
 "$SWIFT" build -c release -Xswiftc -enable-testing --product kiln >/dev/null
 # The seeds: fixtures, the examples, and artifacts compiled from them.
 C="$OUT/corpus"
 rm -rf "$C" "$OUT/seed"; mkdir -p "$C" "$OUT/seed" "$OUT/crashes"
-for t in FuzzNPY FuzzConfig FuzzPackage FuzzONNX FuzzArtifact FuzzAssets; do mkdir -p "$C/$t"; done
+for t in FuzzNPY FuzzConfig FuzzPackage FuzzONNX FuzzArtifact FuzzAssets FuzzDeploy; do mkdir -p "$C/$t"; done
 cp Tests/Fixtures/npy/*.npy "$C/FuzzNPY/"
 cp Tests/Fixtures/compression/*.json examples/compression.json "$C/FuzzConfig/" 2>/dev/null || true
 find Tests/Fixtures/onnx -name '*.onnx' -size -256k -exec cp {} "$C/FuzzONNX/" \;
@@ -51,11 +51,23 @@ mkdir -p "$OUT/seed/ops"
   cp "$OUT/seed/ops/$n/$n.x86_64.compiled" "$C/FuzzArtifact/op-$n.compiled" 2>/dev/null || true
 done
 cp "$OUT/seed/c/assets.json" "$C/FuzzAssets/classifier.json"
+# Deployment seeds, each behind its mode byte: a manifest (0), an archive (1) and an encrypted
+# artifact (2) of a small op fixture, and a key file (3).
+"$KILN" convert Tests/Fixtures/onnx/ops/abs.onnx -o "$OUT/seed/abs.kiln" >/dev/null
+"$KILN" compile "$OUT/seed/abs.kiln" --arch x86_64,arm64 -o "$OUT/seed/abs" >/dev/null
+"$KILN" archive "$OUT/seed/abs" -o "$OUT/seed/abs.kilnarchive" >/dev/null
+rm -f "$OUT/seed/fuzz.kilnkey"; "$KILN" keygen -o "$OUT/seed/fuzz.kilnkey" >/dev/null
+"$KILN" compile "$OUT/seed/abs.kiln" --arch x86_64 --encrypt "$OUT/seed/fuzz.kilnkey" -o "$OUT/seed/abs-enc" >/dev/null
+{ printf '\000'; cat "$OUT/seed/abs/assets.json"; } > "$C/FuzzDeploy/manifest"
+{ printf '\001'; cat "$OUT/seed/abs.kilnarchive"; } > "$C/FuzzDeploy/archive"
+{ printf '\002'; cat "$OUT/seed/abs-enc/abs.x86_64.compiled"; } > "$C/FuzzDeploy/encrypted"
+{ printf '\003'; cat "$OUT/seed/fuzz.kilnkey"; } > "$C/FuzzDeploy/key"
+export KILN_FUZZ_KEY="$PWD/$OUT/seed/fuzz.kilnkey"
 export KILN_FUZZ_ARTIFACT="$PWD/$OUT/seed/c/TinyClassifier.x86_64.compiled"
-objects() { for m in KilnFormat KilnReference KilnCompiler KilnCompression KilnONNX KilnRuntime CKilnSpecs CKilnHash CKilnKernels FuzzSupport "$1"; do ls "$B/$m.build/"*.o; done; }
+objects() { for m in KilnFormat KilnReference KilnCompiler KilnCompression KilnONNX KilnRuntime KilnStore CKilnSpecs CKilnHash CKilnKernels FuzzSupport "$1"; do ls "$B/$m.build/"*.o; done; }
 for t in $TARGETS; do
   rm -f "$B/$t.build/main.swift.o"
-  swiftc -sanitize=fuzzer,address $(objects "$t") -lz -lprotobuf-c -o "$OUT/$t" 2>&1 | grep -v "Cannot export local symbol" || true
+  swiftc -sanitize=fuzzer,address $(objects "$t") -lz -lprotobuf-c -lcrypto -lFoundationNetworking -o "$OUT/$t" 2>&1 | grep -v "Cannot export local symbol" || true
   # FUZZ_RUNS (default 1,000,000) executions, or FUZZ_SECONDS, whichever comes first.
   limit="-runs=${FUZZ_RUNS:-1000000}"
   if [ -n "${FUZZ_SECONDS:-}" ]; then limit="$limit -max_total_time=$FUZZ_SECONDS"; fi

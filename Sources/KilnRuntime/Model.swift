@@ -33,6 +33,17 @@ public struct ModelLoadOptions: Sendable {
     public var cache: SpecializationCache? = nil
     /// Where a specialized model is kept in the cache.
     public var policy: SpecializationCache.Policy = .evictable
+    /// Gives the key of an encrypted artifact by its key id (`nil`: no key for that id). The
+    /// artifact is decrypted into process memory only, never to disk or the cache. Without a
+    /// key an encrypted artifact is refused with an ``ArtifactKeyError`` ("needs key …").
+    public var keyProvider: ArtifactKeyProvider? = nil
+
+    /// Uses these keys for encrypted artifacts (see ``keyProvider``).
+    /// - Parameter keys: Keys read with ``ArtifactKey/read(at:)`` or made by ``ArtifactKey/generate()``.
+    public mutating func useKeys(_ keys: [ArtifactKey]) {
+        // Another key is returned when none matches, so the error names both ids.
+        keyProvider = { id in keys.first { $0.id == id } ?? keys.first }
+    }
 
     /// Creates options with the defaults.
     public init() {}
@@ -112,6 +123,9 @@ public final class Model: Sendable {
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw RuntimeError(path: path, reason: "no such file or directory")
         }
+        if !isDirectory.boolValue, path.hasSuffix(".\(ModelArchive.fileExtension)") {
+            return try loadArchive(path, options)
+        }
         if !isDirectory.boolValue, path.hasSuffix(".\(CompiledFormat.fileExtension)") {
             let (artifact, explanation) = try loadArtifact(path, options)
             return Model(backend: .compiled(artifact), url: url, options: options, explanation: explanation)
@@ -120,7 +134,7 @@ public final class Model: Sendable {
             return try await loadDirectory(path, options)
         }
         guard isDirectory.boolValue else {
-            throw RuntimeError(path: path, reason: "not a Kiln package, compiled artifact or directory of artifacts")
+            throw RuntimeError(path: path, reason: "not a Kiln package, compiled artifact, archive or directory of artifacts")
         }
         try checkName(path, options)
         return Model(backend: .portable(try PackageReader.read(at: path, verifyChecksums: options.verifyChecksums)), url: url, options: options)
@@ -161,13 +175,17 @@ public final class Model: Sendable {
         let cache = options.cache ?? SpecializationCache()
         let target = try targetArchitecture(options, path: path)
         var (explanation, artifact) = try ArtifactSelection.select(in: path, runtimeVersion: cache.runtimeVersion, model: options.model,
-                                                                   host: target, verifier: verifier(options))
+                                                                   host: target, verifier: verifier(options), keys: options.keyProvider)
         if let artifact, let chosen = explanation.chosen {
             return Model(backend: .compiled(artifact), url: URL(fileURLWithPath: chosen), options: options, explanation: explanation)
         }
         let (files, _) = try ArtifactSelection.files(in: path, model: options.model)
         let packages = files.filter { $0.hasSuffix(".\(PackageFormat.packageExtension)") }.sorted()
         guard let package = packages.first.map({ "\(path)/\($0)" }) else {
+            let keyRefusals = explanation.candidates.compactMap(\.refusal).filter { $0.contains("needs key ") }
+            if !keyRefusals.isEmpty {
+                throw ArtifactKeyError(path: path, reason: "no artifact runs without a key: " + keyRefusals.joined(separator: "; "))
+            }
             let reasons = explanation.candidates.map { "\($0.path): \($0.refusal ?? "usable")" }
             throw RuntimeError(path: path, reason: reasons.isEmpty
                 ? "holds no compiled artifact and no package"
@@ -198,7 +216,7 @@ public final class Model: Sendable {
     public static func explainSelection(inDirectory directory: String, options: ModelLoadOptions = .default) throws -> LoadExplanation {
         let target = try targetArchitecture(options, path: directory)
         return try ArtifactSelection.select(in: directory, runtimeVersion: (options.cache ?? SpecializationCache()).runtimeVersion,
-                                            model: options.model, host: target, verifier: verifier(options)).0
+                                            model: options.model, host: target, verifier: verifier(options), keys: options.keyProvider).0
     }
 
     /// Reopens a model specialized through a cache from its ``bookmarkData``.
@@ -213,7 +231,7 @@ public final class Model: Sendable {
 
     static func loadArtifact(_ path: String, _ options: ModelLoadOptions) throws -> (CompiledArtifact, LoadExplanation) {
         try checkName(path, options)
-        let artifact = try CompiledArtifact.read(at: path)
+        let artifact = try CompiledArtifact.read(at: path, keys: options.keyProvider)
         let header = artifact.header
         guard header.minimumRuntime <= CompiledFormat.runtimeVersion else {
             throw RuntimeError(path: path, reason: "needs Kiln runtime \(header.minimumRuntime) or newer; this is \(CompiledFormat.runtimeVersion)")
@@ -233,6 +251,7 @@ public final class Model: Sendable {
         }
         explanation.chosen = path
         explanation.verification = try verifier(options).verify(artifact, path: path)
+        if let id = artifact.encryptionKeyID { explanation.verification! += "; decrypted in memory with key \(id)" }
         return (artifact, explanation)
     }
 
@@ -293,5 +312,17 @@ public final class InferenceFunction: Sendable {
     public func run(inputs: [String: NDArray]) async throws -> InferenceOutputs {
         let values = try runner.run(inputs)
         return InferenceOutputs(names: descriptor.outputNames, values: values)
+    }
+}
+
+extension Model {
+    /// The same loaded model, with the reason a preferred source was not used in its
+    /// explanation (``LoadExplanation/fallback``). For loaders with a bundled fallback.
+    /// - Parameter reason: Why the preferred source did not load.
+    /// - Returns: The model.
+    public func loadedAsFallback(because reason: String) -> Model {
+        var e = explanation
+        e.fallback = reason
+        return Model(backend: backend, url: url, options: options, explanation: e, bookmark: bookmarkData)
     }
 }

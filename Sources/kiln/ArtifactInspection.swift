@@ -49,7 +49,8 @@ enum ArtifactInspection {
     static func text(_ a: CompiledArtifact, path: String, weightsIntact: Bool?) -> String {
         let h = a.header
         let rows: [(String, String)] = [
-            ("path", path), ("format", "Kiln compiled artifact, format version \(h.formatVersion)"),
+            ("path", path), ("format", "Kiln compiled artifact, format version \(h.formatVersion)"
+                + (a.encryptionKeyID.map { ", encrypted (AES-256-GCM, key \($0))" } ?? "")),
             ("arch", h.arch), ("minimum runtime", h.minimumRuntime.description), ("compiler", h.compilerVersion),
             ("source digest", SHA256.hex(h.sourceDigest)), ("options digest", SHA256.hex(h.optionsDigest)),
             ("header CRC-32", hex8(a.headerChecksum)),
@@ -85,6 +86,7 @@ enum ArtifactInspection {
         return .object([
             ("path", .string(path)),
             ("formatVersion", .int(h.formatVersion)), ("arch", .string(h.arch)),
+            ("encryptionKeyID", a.encryptionKeyID.map { .string($0) } ?? .null),
             ("minimumRuntimeVersion", .string(h.minimumRuntime.description)), ("compilerVersion", .string(h.compilerVersion)),
             ("digests", .object([
                 ("source", .string(SHA256.hex(h.sourceDigest))), ("options", .string(SHA256.hex(h.optionsDigest))),

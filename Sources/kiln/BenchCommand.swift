@@ -7,7 +7,7 @@ enum BenchCommand {
     static let spec = CommandSpec(
         name: "bench",
         abstract: "Measure load time, latency and throughput of a model's function.",
-        usage: "kiln bench PATH [--function NAME] [--input NAME=FILE.npy…] [--dim SYMBOL=N…] [--threads N] [--warmup N] [--repeat N | --time SECONDS] [--frequent-reshapes] [--cold] [--load] [--model NAME] [--cache-dir DIR] [--max-arch NAME] [--no-verify] [--json]",
+        usage: "kiln bench PATH [--function NAME] [--input NAME=FILE.npy…] [--dim SYMBOL=N…] [--threads N] [--warmup N] [--repeat N | --time SECONDS] [--frequent-reshapes] [--cold] [--load] [--model NAME] [--cache-dir DIR] [--max-arch NAME] [--no-verify] [--key FILE] [--json]",
         arguments: [("PATH", "A package (Name.kiln), a compiled artifact (Name.<arch>.compiled) or a directory of them.")],
         options: [
             OptionSpec(names: ["--function"], valueName: "NAME", help: "The function (default: the only one, or main)."),
@@ -40,7 +40,7 @@ enum BenchCommand {
             throw UsageError(message: args.positionals.isEmpty ? "missing PATH" : "expected one PATH", command: spec)
         }
         let path = args.positionals[0]
-        var options = LoadFlags.loadOptions(args)
+        var options = try LoadFlags.loadOptions(args)
         options.threads = try positiveInt(args, "--threads", options.threads)
         options.expectFrequentReshapes = args.has("--frequent-reshapes")
         let warmup = try positiveInt(args, "--warmup", 3, allowZero: true)

@@ -213,11 +213,13 @@ enum LoadFlags {
         OptionSpec(names: ["--cache-dir"], valueName: "DIR", help: "Specialization cache and verified-file memo (default $XDG_CACHE_HOME/kiln; persistent entries then live in DIR too)."),
         OptionSpec(names: ["--max-arch"], valueName: "NAME", help: "Never choose or specialize for an arch above NAME (for example x86_64_v3)."),
         OptionSpec(names: ["--no-verify"], valueName: nil, help: "Do not verify weight checksums before the first run (header and plan are still checked)."),
+        OptionSpec(names: ["--key"], valueName: "FILE", help: "Key file (kiln keygen) of encrypted artifacts; decrypted in memory only."),
     ]
 
     /// Options from the shared flags.
-    static func loadOptions(_ args: ParsedArguments) -> ModelLoadOptions {
+    static func loadOptions(_ args: ParsedArguments) throws -> ModelLoadOptions {
         var o = ModelLoadOptions()
+        if let keyFile = args.value("--key") { o.useKeys([try ArtifactKey.read(at: keyFile)]) }
         o.model = args.value("--model")
         if let dir = args.value("--cache-dir") { o.cache = SpecializationCache(directory: dir) }
         o.maxArchitecture = args.value("--max-arch")

@@ -3,18 +3,21 @@ import Foundation
 import KilnCompiler
 import KilnCompression
 import KilnFormat
+import KilnStore
 
 /// `kiln compile PKG --arch all|host|A,B,… [--min-runtime-version X.Y] [--config CFG.json] -o DIR`.
 enum CompileCommand {
     static let spec = CommandSpec(
         name: "compile",
         abstract: "Compile a package into one artifact per CPU architecture.",
-        usage: "kiln compile PKG.kiln --arch all|host|A,B,... [--min-runtime-version X.Y] [--config CFG.json] -o DIR [--json]",
+        usage: "kiln compile PKG.kiln --arch all|host|A,B,... [--min-runtime-version X.Y] [--config CFG.json] [--encrypt KEY] [--version V] -o DIR [--json]",
         arguments: [("PKG.kiln", "The portable package to compile.")],
         options: [
             OptionSpec(names: ["--arch"], valueName: "ARCHS", help: "all, host, or a comma-separated list of: \(Architecture.all.map(\.name).joined(separator: ", "))."),
             OptionSpec(names: ["--min-runtime-version"], valueName: "X.Y", help: "Oldest Kiln runtime allowed to load the artifacts (default \(CompiledFormat.runtimeVersion))."),
             OptionSpec(names: ["--config"], valueName: "CFG.json", help: "Compress weights with this config first (specs/compression.md)."),
+            OptionSpec(names: ["--encrypt"], valueName: "KEY", help: "Encrypt each artifact's plan and weights with AES-256-GCM under this key file (kiln keygen)."),
+            OptionSpec(names: ["--version"], valueName: "V", help: "The model version assets.json names (kiln fetch installs under it; default: a digest of the artifacts)."),
             OptionSpec(names: ["-o", "--output"], valueName: "DIR", help: "Directory for Name.<arch>.compiled files and assets.json."),
             OptionSpec(names: ["--json"], valueName: nil, help: "Print assets.json's contents instead of a summary."),
         ])
@@ -28,6 +31,10 @@ enum CompileCommand {
         if let text = args.value("--min-runtime-version") {
             guard let v = RuntimeVersion(text) else { throw UsageError(message: "--min-runtime-version '\(text)' is not X.Y", command: spec) }
             minimum = v
+        }
+        let key = try args.value("--encrypt").map { try ArtifactKey.read(at: $0) }
+        if let v = args.value("--version"), !ModelVersion.isValid(v) {
+            throw UsageError(message: "--version '\(v)': \(ModelVersion.rule)", command: spec)
         }
         let path = args.positionals[0]
         var model = try PackageReader.read(at: path)
@@ -54,7 +61,8 @@ enum CompileCommand {
             let result = Result { () throws -> (String, ArtifactHeader, [[UInt8]]) in
                 let (header, plan) = try Compiler.compile(frozen, options: options, sourceDigest: sourceDigest)
                 let file = "\(name).\(arch.name).\(CompiledFormat.fileExtension)"
-                return (file, header, CompiledArtifact.serialize(header: header, plan: plan))
+                let chunks = CompiledArtifact.serialize(header: header, plan: plan)
+                return (file, header, try key.map { try ArtifactEncryption.encrypt(chunks, key: $0) } ?? chunks)
             }
             results.update { $0[arch.name] = result }
         }
@@ -63,6 +71,7 @@ enum CompileCommand {
         for arch in archs {
             switch results.value[arch.name]! {
             case .failure(let e as CompileError): throw Failure(message: "\(path): cannot compile for \(arch.name): \(e.reason)")
+            case .failure(let e as PackageError): throw Failure(message: "\(path): cannot encrypt for \(arch.name): \(e.reason)")
             case .failure(let e): throw e
             case .success(let r): written.append(r)
             }
@@ -82,9 +91,13 @@ enum CompileCommand {
                 ("formatVersion", .int(header.formatVersion)),
                 ("minimumRuntimeVersion", .string(header.minimumRuntime.description)),
                 ("sourceDigest", .string(SHA256.hex(header.sourceDigest))),
-            ]))
+            ] + (key.map { [("encryptionKeyID", JSON.string($0.id))] } ?? [])))
         }
-        let manifest = JSON.object([("model", .string(name)), ("artifacts", .array(assets))])
+        // The version: given, else the first 12 hex digits of a digest over the artifacts' digests.
+        var versionHash = SHA256()
+        for (_, _, chunks) in written { for c in chunks { c.withUnsafeBytes { versionHash.update($0) } } }
+        let version = args.value("--version") ?? String(SHA256.hex(versionHash.finalize()).prefix(12))
+        let manifest = JSON.object([("model", .string(name)), ("version", .string(version)), ("artifacts", .array(assets))])
         try AtomicFile.write([Array((manifest.rendered() + "\n").utf8)], to: "\(output)/assets.json")
         if args.has("--json") {
             Console.out(manifest.rendered() + "\n")

@@ -5,10 +5,11 @@ enum InspectCommand {
     static let spec = CommandSpec(
         name: "inspect",
         abstract: "Show a model's metadata, size, precisions, ops and function signatures, in any of its forms.",
-        usage: "kiln inspect PATH [--model NAME] [--json]",
+        usage: "kiln inspect PATH [--model NAME] [--key FILE] [--json]",
         arguments: [("PATH", "A package (Name.kiln), a compiled artifact (Name.<arch>.compiled), a directory of them, or an assets.json.")],
         options: [
             OptionSpec(names: ["--model"], valueName: "NAME", help: "The model of a directory or manifest that holds several."),
+            OptionSpec(names: ["--key"], valueName: "FILE", help: "Key file of encrypted artifacts (kiln keygen)."),
             OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON (schema in specs/cli.md)."),
         ],
         discussion: "Every form shows the same sections; artifacts add their header, kernels per step, arena and digests, directories and manifests their artifacts with a verdict each.")
@@ -18,7 +19,12 @@ enum InspectCommand {
             throw UsageError(message: args.positionals.isEmpty ? "missing PATH" : "expected one PATH, got \(args.positionals.count)", command: spec)
         }
         let path = args.positionals[0]
-        let report = try ModelReport.make(path, model: args.value("--model"))
+        var keys: ArtifactKeyProvider?
+        if let file = args.value("--key") {
+            let key = try ArtifactKey.read(at: file)
+            keys = { _ in key }
+        }
+        let report = try ModelReport.make(path, model: args.value("--model"), keys: keys)
         Console.out(args.has("--json") ? report.json.rendered() + "\n" : report.text)
     }
 

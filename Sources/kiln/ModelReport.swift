@@ -34,7 +34,7 @@ struct ModelReport {
     var members: [Member] = []
     var host: String?
 
-    static func make(_ path: String, model: String?) throws -> ModelReport {
+    static func make(_ path: String, model: String?, keys: ArtifactKeyProvider? = nil) throws -> ModelReport {
         let kind = FileManagerShimCLI.kind(path)
         var base = path
         while base.hasSuffix("/") { base.removeLast() }
@@ -50,13 +50,13 @@ struct ModelReport {
             if let model, let name = parseArtifactFileName(path)?.name, name != model {
                 throw Failure(message: "\(path): is model '\(name)', not '\(model)'")
             }
-            return try compiled(path, kind: "compiled", size: fileSize(path))
+            return try compiled(path, kind: "compiled", size: fileSize(path), keys: keys)
         case .file where path.hasSuffix(".json"):
-            return try manifest(path, model: model)
+            return try manifest(path, model: model, keys: keys)
         case .file:
             throw Failure(message: "\(path): not a Kiln package, compiled artifact, directory of artifacts or assets.json")
         case .directory:
-            return try directory(path, model: model)
+            return try directory(path, model: model, keys: keys)
         }
     }
 
@@ -71,8 +71,8 @@ struct ModelReport {
                            functions: p.functions, artifact: nil, artifactPath: nil, weightsIntact: nil, host: Architecture.host?.name)
     }
 
-    static func compiled(_ path: String, kind: String, size: Int) throws -> ModelReport {
-        let a = try CompiledArtifact.read(at: path)
+    static func compiled(_ path: String, kind: String, size: Int, keys: ArtifactKeyProvider? = nil) throws -> ModelReport {
+        let a = try CompiledArtifact.read(at: path, keys: keys)
         var intact = true
         do { try a.verifyWeights() } catch { intact = false }
         var note: String?
@@ -90,8 +90,9 @@ struct ModelReport {
                            weightsIntact: intact, host: Architecture.host?.name)
     }
 
-    static func directory(_ path: String, model: String?) throws -> ModelReport {
+    static func directory(_ path: String, model: String?, keys: ArtifactKeyProvider? = nil) throws -> ModelReport {
         var options = ModelLoadOptions()
+        options.keyProvider = keys
         options.model = model
         options.rememberVerifiedFiles = false
         let e: LoadExplanation
@@ -116,12 +117,12 @@ struct ModelReport {
         let total = members.reduce(0) { $0 + ($1.bytes ?? 0) } + packages.reduce(0) { $0 + PackageReader.diskSize(ofPackageAt: "\(path)/\($1)") }
         var report: ModelReport
         if let chosen = e.chosen {
-            report = try compiled(chosen, kind: "directory", size: total)
+            report = try compiled(chosen, kind: "directory", size: total, keys: keys)
         } else if let p = packages.first {
             report = try package("\(path)/\(p)", kind: "directory", sizePath: path, model: name)
             report.sizeBytes = total
-        } else if let readable = e.candidates.first(where: { (try? CompiledArtifact.read(at: $0.path)) != nil }) {
-            report = try compiled(readable.path, kind: "directory", size: total)
+        } else if let readable = e.candidates.first(where: { (try? CompiledArtifact.read(at: $0.path, keys: keys)) != nil }) {
+            report = try compiled(readable.path, kind: "directory", size: total, keys: keys)
         } else {
             throw Failure(message: "\(path): holds no readable artifact or package" + (members.isEmpty ? "" : ": " + members.map { "\($0.file): \($0.reason ?? $0.verdict)" }.joined(separator: "; ")))
         }
@@ -130,7 +131,7 @@ struct ModelReport {
         return report
     }
 
-    static func manifest(_ path: String, model: String?) throws -> ModelReport {
+    static func manifest(_ path: String, model: String?, keys: ArtifactKeyProvider? = nil) throws -> ModelReport {
         guard let data = try? Data(FileSystem.readFile(path)) else { throw Failure(message: "\(path): cannot read the file") }
         guard let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
             throw Failure(message: "\(path): not JSON, or not a JSON object")
@@ -162,13 +163,16 @@ struct ModelReport {
                 m.reason = "SHA-256 \(digest) differs from the manifest's"
             } else {
                 do {
-                    let artifact = try CompiledArtifact.read(at: full)
+                    let artifact = try CompiledArtifact.read(at: full, keys: keys)
                     try artifact.verifyWeights()
                     let arch = Architecture.named(artifact.header.arch)
                     readable.append((arch?.level ?? 0, arch?.isRunnableOnHost ?? false, full))
                 } catch let e as PackageError {
                     m.verdict = "refused"
                     m.reason = e.field.map { "\($0): \(e.reason)" } ?? e.reason
+                } catch let e as ArtifactKeyError {
+                    m.verdict = "refused"
+                    m.reason = e.reason
                 }
             }
             members.append(m)
@@ -177,7 +181,7 @@ struct ModelReport {
         guard let source = readable.filter(\.runnable).max(by: { $0.level < $1.level }) ?? readable.first else {
             throw Failure(message: "\(path): none of the artifacts it lists is intact: " + members.map { "\($0.file): \($0.reason ?? $0.verdict)" }.joined(separator: "; "))
         }
-        var report = try compiled(source.path, kind: "assets", size: members.reduce(0) { $0 + ($1.bytes ?? 0) })
+        var report = try compiled(source.path, kind: "assets", size: members.reduce(0) { $0 + ($1.bytes ?? 0) }, keys: keys)
         for k in members.indices where "\(dir.isEmpty ? "" : dir + "/")\(members[k].file)" == source.path { members[k].verdict = "shown" }
         report.path = path
         if let listedModel { report.name = listedModel }

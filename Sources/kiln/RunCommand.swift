@@ -6,7 +6,7 @@ enum RunCommand {
     static let spec = CommandSpec(
         name: "run",
         abstract: "Run a function of a model on .npy inputs and write its outputs as .npy files.",
-        usage: "kiln run PATH [--function NAME] --input NAME=FILE.npy… (--output-dir DIR | --print) [--model NAME] [--cache-dir DIR] [--max-arch NAME] [--no-verify]",
+        usage: "kiln run PATH [--function NAME] --input NAME=FILE.npy… (--output-dir DIR | --print) [--model NAME] [--cache-dir DIR] [--max-arch NAME] [--no-verify] [--key FILE]",
         arguments: [("PATH", "A package (Name.kiln), an artifact (Name.<arch>.compiled) or a directory of artifacts.")],
         options: [
             OptionSpec(names: ["--function"], valueName: "NAME", help: "The function to run (default: the only one, or 'main')."),
@@ -40,7 +40,7 @@ enum RunCommand {
                 throw UsageError(message: "input '\(name)' is given twice", command: spec)
             }
         }
-        let model = try await Model.load(contentsOf: URL(fileURLWithPath: path), options: LoadFlags.loadOptions(args))
+        let model = try await Model.load(contentsOf: URL(fileURLWithPath: path), options: try LoadFlags.loadOptions(args))
         if args.has("--explain") { Console.err(model.explanation.description) }
         let names = model.functionNames
         let functionName = try chooseFunction(args.value("--function"), among: names, path: path, command: spec)

@@ -7,7 +7,7 @@ enum SelectCommand {
     static let spec = CommandSpec(
         name: "select",
         abstract: "Show which compiled artifact this host would load from a directory, and why.",
-        usage: "kiln select DIR [--model NAME] [--cache-dir DIR] [--max-arch NAME] [--no-verify] [--json]",
+        usage: "kiln select DIR [--model NAME] [--cache-dir DIR] [--max-arch NAME] [--no-verify] [--key FILE] [--json]",
         arguments: [("DIR", "A directory of Name.<arch>.compiled files, optionally with Name.kiln.")],
         options: [
             OptionSpec(names: ["--explain"], valueName: nil, help: "Accepted for symmetry with 'kiln run --explain' (the report always explains)."),
@@ -25,7 +25,7 @@ enum SelectCommand {
         guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
             throw Failure(message: "\(dir): not a directory")
         }
-        let report = try await ArtifactReport.make(dir, options: LoadFlags.loadOptions(args))
+        let report = try await ArtifactReport.make(dir, options: try LoadFlags.loadOptions(args))
         Console.out(args.has("--json") ? report.json.rendered() + "\n" : report.text)
     }
 }

@@ -21,6 +21,10 @@ enum Kiln {
         (SpecializeCommand.spec, SpecializeCommand.run),
         (HostCommand.spec, HostCommand.run),
         (RunCommand.spec, RunCommand.run),
+        (KeygenCommand.spec, KeygenCommand.run),
+        (ArchiveCommand.spec, ArchiveCommand.run),
+        (FetchCommand.spec, FetchCommand.run),
+        (StoreCommand.spec, StoreCommand.run),
     ]
 
     static var helpText: String {

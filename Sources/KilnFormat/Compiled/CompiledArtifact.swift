@@ -112,6 +112,8 @@ public struct CompiledArtifact: Sendable {
     public var fileBytes: ByteStorage? = nil
     /// Whether the weight section's checksum was checked while reading.
     public var weightsVerified = false
+    /// The key id of an encrypted artifact (decrypted in memory), `nil` for a plain one.
+    public var encryptionKeyID: String? = nil
 
     /// Checks the weight section against the trailer's CRC-32, in one pass at memory speed.
     /// - Throws: ``PackageError`` (field `weights`, no path) on a mismatch.
@@ -296,13 +298,40 @@ public struct CompiledArtifact: Sendable {
     ///   - verifyWeights: Check weight checksums too.
     /// - Returns: The artifact; its weights refer into the mapping.
     /// - Throws: ``PackageError`` naming the file.
-    public static func read(at path: String, verifyWeights: Bool = false) throws -> CompiledArtifact {
+    public static func read(at path: String, verifyWeights: Bool = false, keys: ArtifactKeyProvider? = nil) throws -> CompiledArtifact {
         do {
             let file = try MappedFile(path: path)
-            var artifact = try read(file.bytes, verifyWeights: verifyWeights) { file.storage($0) }
+            var artifact: CompiledArtifact
+            if ArtifactEncryption.isEncrypted(file.bytes) {
+                // Decrypted into process memory only; authenticated, then checked as any artifact.
+                let plain = try ArtifactEncryption.decrypt(file.bytes, keys: keys)
+                let bytes = UnsafeRawBufferPointer(start: plain.baseAddress, count: plain.count)
+                artifact = try read(bytes, verifyWeights: true) { ByteStorage(borrowing: plain.baseAddress + $0.lowerBound, count: $0.count, owner: plain) }
+                artifact.encryptionKeyID = try ArtifactEncryption.keyID(file.bytes)
+            } else {
+                artifact = try read(file.bytes, verifyWeights: verifyWeights) { file.storage($0) }
+            }
             artifact.file = file.identity
             artifact.fileBytes = file.storage(0 ..< file.count)
             return artifact
+        } catch let e as PackageError {
+            throw e.inFile(path)
+        } catch var e as ArtifactKeyError {
+            if e.path == nil { e.path = path }
+            throw e
+        }
+    }
+
+    /// The header of the artifact at `path`, plain or encrypted, without the key.
+    /// - Returns: The header, and the key id when the file is encrypted.
+    /// - Throws: ``PackageError`` naming the file.
+    public static func readHeaderOnly(at path: String) throws -> (ArtifactHeader, keyID: String?) {
+        do {
+            let file = try MappedFile(path: path)
+            if ArtifactEncryption.isEncrypted(file.bytes) {
+                return (try ArtifactEncryption.clearHeader(file.bytes), try ArtifactEncryption.keyID(file.bytes))
+            }
+            return (try readHeader(file.bytes).0, nil)
         } catch let e as PackageError {
             throw e.inFile(path)
         }

@@ -54,9 +54,15 @@ public enum FileSystem {
     }
 
     /// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename.
-    static func writeAtomically(_ path: String, _ chunks: [UnsafeRawBufferPointer]) throws {
+    /// Writes a secret (a key file) atomically with mode 0600.
+    /// - Throws: ``PackageError`` naming the file.
+    public static func writeSecret(_ bytes: [UInt8], to path: String) throws {
+        try bytes.withUnsafeBytes { try writeAtomically(path, [$0], mode: 0o600) }
+    }
+
+    package static func writeAtomically(_ path: String, _ chunks: [UnsafeRawBufferPointer], mode: mode_t = 0o644) throws {
         let tmp = "\(path).tmp-\(getpid())"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         guard fd >= 0 else { throw errnoError(tmp, "create") }
         var ok = false
         defer {
@@ -96,7 +102,7 @@ public enum FileSystem {
         }
     }
 
-    static func parentDirectory(of path: String) -> String {
+    package static func parentDirectory(of path: String) -> String {
         var p = path
         while p.count > 1 && p.hasSuffix("/") { p.removeLast() }
         guard let slash = p.lastIndex(of: "/") else { return "." }
@@ -105,7 +111,7 @@ public enum FileSystem {
     }
 
     /// Creates `path` and any missing parents.
-    static func makeDirectories(_ path: String) throws {
+    package static func makeDirectories(_ path: String) throws {
         if kind(of: path).isDirectory { return }
         let parent = parentDirectory(of: path)
         if parent != path, !kind(of: parent).exists { try makeDirectories(parent) }

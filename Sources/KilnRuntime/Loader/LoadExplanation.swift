@@ -33,6 +33,8 @@ public struct LoadExplanation: Sendable, CustomStringConvertible {
     public var model: String?
     /// The arch cap in force (`maxArchitecture`, `--max-arch`), if any.
     public var maxArchitecture: String?
+    /// Why a model store's installed version was not loaded and its bundled fallback was.
+    public var fallback: String?
 
     /// A few lines for people.
     public var description: String {
@@ -45,6 +47,7 @@ public struct LoadExplanation: Sendable, CustomStringConvertible {
         if candidates.isEmpty { s += "  no compiled artifacts\n" }
         if let package { s += "package: \(package) — \(specialization ?? "not needed")\n" }
         if let verification { s += "verification: \(verification)\n" }
+        if let fallback { s += "fallback: \(fallback)\n" }
         for w in warnings { s += "warning: \(w)\n" }
         return s
     }
@@ -110,8 +113,9 @@ enum ArtifactSelection {
         guard FileManagerShim.exists(path) else { return [:] }
         guard let data = try? Data(FileSystem.readFile(path)),
               let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-              let artifacts = root["artifacts"] as? [[String: Any]] else {
-            warnings.append("\(path): not a Kiln assets manifest (no 'artifacts' list); its digests were not checked")
+              let artifacts = (root["artifacts"] as? [[String: Any]])
+                ?? (root["models"] as? [[String: Any]])?.flatMap({ ($0["artifacts"] as? [[String: Any]]) ?? [] }) else {
+            warnings.append("\(path): not a Kiln assets manifest (no 'artifacts' or 'models' list); its digests were not checked")
             return [:]
         }
         var out: [String: (sha256: String?, bytes: Int?)] = [:]
@@ -125,7 +129,7 @@ enum ArtifactSelection {
 
     /// Judges every artifact in `directory`; returns the explanation and the chosen artifact.
     static func select(in directory: String, runtimeVersion: RuntimeVersion, model: String?, host: Architecture?,
-                       verifier: ArtifactVerifier) throws -> (LoadExplanation, CompiledArtifact?) {
+                       verifier: ArtifactVerifier, keys: ArtifactKeyProvider? = nil) throws -> (LoadExplanation, CompiledArtifact?) {
         var explanation = LoadExplanation(host: Architecture.host?.name)
         let (files, name) = try self.files(in: directory, model: model)
         explanation.model = name
@@ -139,7 +143,7 @@ enum ArtifactSelection {
                 continue
             }
             var candidate = LoadExplanation.Candidate(path: path, arch: archName, refusal: nil)
-            switch judge(path, archName, runtimeVersion: runtimeVersion, host: host) {
+            switch judge(path, archName, runtimeVersion: runtimeVersion, host: host, keys: keys) {
             case .failure(let refusal): candidate.refusal = refusal.reason
             case .success(let (arch, artifact)): usable.append((arch, path, artifact, file))
             }
@@ -176,6 +180,7 @@ enum ArtifactSelection {
             rank[path] = usable.count - i
             chosen = artifact
             explanation.chosen = path
+            if let id = artifact.encryptionKeyID { explanation.verification = (explanation.verification ?? "") + "; decrypted in memory with key \(id)" }
         }
         // Usable ones first, best first; then refused ones in name order.
         explanation.candidates.sort { a, b in
@@ -191,9 +196,8 @@ enum ArtifactSelection {
 
     struct Refusal: Error { var reason: String }
 
-    /// Everything but the weights: name, arch, host, header, plan.
-    static func judge(_ path: String, _ archName: String, runtimeVersion: RuntimeVersion,
-                      host: Architecture?) -> Result<(Architecture, CompiledArtifact), Refusal> {
+    /// Whether an arch named in a file name runs here under the cap `host`.
+    static func judgeArch(_ archName: String, host: Architecture?) -> Result<Architecture, Refusal> {
         guard let arch = Architecture.named(archName) else { return .failure(.init(reason: "unknown architecture '\(archName)'")) }
         guard let host else { return .failure(.init(reason: "this CPU has no Kiln architecture")) }
         guard arch.family == host.family else { return .failure(.init(reason: "for the \(arch.family) family; this host is \(host.family)")) }
@@ -201,11 +205,24 @@ enum ArtifactSelection {
             return .failure(.init(reason: "needs \(arch.name) features this CPU or its OS lacks (host: \(Architecture.host?.name ?? host.name))"))
         }
         guard arch.level <= host.level else { return .failure(.init(reason: "above the arch cap \(host.name)")) }
+        return .success(arch)
+    }
+
+    /// Everything but the weights: name, arch, host, header, plan.
+    static func judge(_ path: String, _ archName: String, runtimeVersion: RuntimeVersion,
+                      host: Architecture?, keys: ArtifactKeyProvider? = nil) -> Result<(Architecture, CompiledArtifact), Refusal> {
+        let arch: Architecture
+        switch judgeArch(archName, host: host) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let a): arch = a
+        }
         let artifact: CompiledArtifact
         do {
-            artifact = try CompiledArtifact.read(at: path)
+            artifact = try CompiledArtifact.read(at: path, keys: keys)
         } catch let e as PackageError {
             return .failure(.init(reason: e.field.map { "\($0): \(e.reason)" } ?? e.reason))
+        } catch let e as ArtifactKeyError {
+            return .failure(.init(reason: e.reason))
         } catch {
             return .failure(.init(reason: "\(error)"))
         }
