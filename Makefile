@@ -8,7 +8,7 @@ BIN           = .build/$(CONFIG)
 KILN          = $(BIN)/kiln
 PROTOS        = $(wildcard specs/*.proto)
 SPECS_DIR     = Sources/CKilnSpecs
-APT_PACKAGES  = libprotobuf-c-dev protobuf-c-compiler zlib1g-dev libssl-dev libcurl4 python3-venv
+APT_PACKAGES  = libprotobuf-c-dev protobuf-c-compiler zlib1g-dev libssl-dev libcurl4 graphviz python3-venv
 # The arm64 kernels run under qemu on x86-64 hosts (`make kernels-check`).
 ifeq ($(shell uname -m),x86_64)
 APT_PACKAGES += qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
@@ -19,7 +19,7 @@ CLANG        ?= $(or $(wildcard $(dir $(realpath $(shell command -v $(SWIFT))))c
 KERNELS_C     = $(wildcard Sources/CKilnKernels/*.c) Tests/Native/kernels_check.c
 CHECK_DIR     = .build/kernels-check
 
-.PHONY: all deps models build test conformance kernels-check fuzz fuzz-ci sanitize run examples fixtures proto check-generated clean
+.PHONY: all deps models build test python python-test c-example graph-pictures conformance kernels-check fuzz fuzz-ci sanitize run examples fixtures proto check-generated clean
 
 all: build
 
@@ -52,6 +52,8 @@ test: deps models
 	$(SWIFT) test --disable-swift-testing $(SWIFT_FLAGS)
 	$(MAKE) --no-print-directory kernels-check
 	$(MAKE) --no-print-directory check-generated
+	$(MAKE) --no-print-directory c-example
+	$(MAKE) --no-print-directory python-test
 
 # The ISA microkernels against a plain C reference at every tile edge and epilogue, and the HWCAP
 # rule with faked values: natively, then (on x86-64) the arm64 build under qemu-aarch64, once as a
@@ -133,6 +135,35 @@ run: build
 	  $(KILN) run build/store/TinyClassifier/current --key build/TinyClassifier.kilnkey \
 	    --input features=examples/TinyClassifier.features.npy --print --explain; \
 	  $(KILN) fetch $$url/TinyClassifier.kilnarchive -o build/store-from-archive
+
+# The C API's example (examples/c/run_example.c) built against include/kiln.h and libKilnC.so,
+# run on the example package and on its host artifact.
+c-example: build
+	@mkdir -p .build/c-example
+	$(CLANG) -std=c11 -Wall -Werror -Iinclude examples/c/run_example.c -L$(BIN) -lKilnC -Wl,-rpath,$(abspath $(BIN)) \
+	  -o .build/c-example/run_example
+	.build/c-example/run_example examples/TinyClassifier.kiln
+	$(KILN) compile examples/TinyClassifier.kiln --arch host -o .build/c-example/compiled >/dev/null
+	.build/c-example/run_example .build/c-example/compiled
+
+# The Python wheel: python/kiln over libKilnC.so, with the kiln command line and the Swift
+# runtime libraries, into build/python/.
+python: build
+	python3 tools/build_wheel.py $(BIN) build/python
+
+# The wheel installed with NumPy into a fresh virtual environment, then Tests/Python/test_kiln.py.
+python-test: python
+	rm -rf .build/python-test
+	python3 -m venv .build/python-test/venv
+	.build/python-test/venv/bin/pip install -q --disable-pip-version-check build/python/kiln-*.whl numpy
+	cd .build/python-test && venv/bin/python $(CURDIR)/Tests/Python/test_kiln.py $(CURDIR) $(CURDIR)/.build/python-test/scratch
+
+# The README's graph picture (needs Graphviz's dot).
+graph-pictures: build models
+	$(KILN) convert $$(python3 tools/fetch_models.py --print-dir)/minilm_l3_paraphrase.onnx -o .build/minilm.kiln
+	$(KILN) compile .build/minilm.kiln --arch x86_64_v3 -o .build/minilm >/dev/null
+	@mkdir -p docs
+	$(KILN) inspect .build/minilm/minilm.x86_64_v3.compiled --svg docs/minilm.x86_64_v3.svg
 
 # Regenerates the committed example packages, byte for byte.
 examples: build

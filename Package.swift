@@ -11,6 +11,8 @@ let package = Package(
         .library(name: "KilnONNX", targets: ["KilnONNX"]),
         .library(name: "KilnCompression", targets: ["KilnCompression"]),
         .library(name: "KilnStore", targets: ["KilnStore"]),
+        // The C API (include/kiln.h, specs/c-api.md): libKilnC.so.
+        .library(name: "KilnC", type: .dynamic, targets: ["KilnC"]),
     ],
     targets: [
         .systemLibrary(
@@ -65,6 +67,10 @@ let package = Package(
         .target(
             name: "KilnStore",
             dependencies: ["KilnRuntime", "KilnCompiler", "KilnFormat"]
+        ),
+        .target(
+            name: "KilnC",
+            dependencies: ["KilnRuntime", "KilnFormat"]
         ),
         .executableTarget(
             name: "kiln",

@@ -87,14 +87,18 @@ def main():
     given = os.environ.get("KILN_TEST_MODELS")
     shared = os.path.join(ROOT, "..", "shared", "models")
     if given:
-        bad = check(given, want)
+        directory = given
     elif os.path.exists(os.path.join(shared, "SHA256SUMS")):
-        bad = check(shared, want)
+        directory = shared
     else:
-        fetch(os.path.join(ROOT, ".build", "models"), want)
-        bad = check(os.path.join(ROOT, ".build", "models"), want)
+        directory = os.path.join(ROOT, ".build", "models")
+        fetch(directory, want)
+    bad = check(directory, want)
     for line in bad:
         print(f"error: {line}", file=sys.stderr)
+    # --print-dir: the directory, for scripts.
+    if not bad and "--print-dir" in sys.argv[1:]:
+        print(os.path.abspath(directory))
     sys.exit(1 if bad else 0)
 
 

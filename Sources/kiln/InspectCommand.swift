@@ -5,12 +5,17 @@ enum InspectCommand {
     static let spec = CommandSpec(
         name: "inspect",
         abstract: "Show a model's metadata, size, precisions, ops and function signatures, in any of its forms.",
-        usage: "kiln inspect PATH [--model NAME] [--key FILE] [--json]",
+        usage: "kiln inspect PATH [--model NAME] [--key FILE] [--json | --dot | --svg FILE] [--function NAME] [--depth N] [--no-collapse]",
         arguments: [("PATH", "A package (Name.kiln), a compiled artifact (Name.<arch>.compiled), a directory of them, or an assets.json.")],
         options: [
             OptionSpec(names: ["--model"], valueName: "NAME", help: "The model of a directory or manifest that holds several."),
             OptionSpec(names: ["--key"], valueName: "FILE", help: "Key file of encrypted artifacts (kiln keygen)."),
             OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON (schema in specs/cli.md)."),
+            OptionSpec(names: ["--dot"], valueName: nil, help: "Print the function's graph as Graphviz DOT (ops with their kernels, tensors, weights)."),
+            OptionSpec(names: ["--svg"], valueName: "FILE", help: "Render the graph to FILE with Graphviz's dot."),
+            OptionSpec(names: ["--function"], valueName: "NAME", help: "The function to draw (default: the first)."),
+            OptionSpec(names: ["--depth"], valueName: "N", help: "Nest module clusters N levels deep (default 8; 0: no clusters)."),
+            OptionSpec(names: ["--no-collapse"], valueName: nil, help: "Draw every repeated block instead of one node per run of them."),
         ],
         discussion: "Every form shows the same sections; artifacts add their header, kernels per step, arena and digests, directories and manifests their artifacts with a verdict each.")
 
@@ -23,6 +28,10 @@ enum InspectCommand {
         if let file = args.value("--key") {
             let key = try ArtifactKey.read(at: file)
             keys = { _ in key }
+        }
+        if args.has("--dot") || args.value("--svg") != nil {
+            guard !args.has("--json") else { throw UsageError(message: "--json and --dot/--svg exclude each other", command: spec) }
+            return try graph(path, args, keys: keys)
         }
         let report = try ModelReport.make(path, model: args.value("--model"), keys: keys)
         Console.out(args.has("--json") ? report.json.rendered() + "\n" : report.text)

@@ -34,7 +34,7 @@ final class CommandLineContractTests: XCTestCase {
         let r = try kiln(["inspect", "\(repositoryRoot)/examples/TinyClassifier.kiln", "--jsn"])
         XCTAssertEqual(r.status, 64)
         XCTAssertTrue(r.stderr.hasPrefix("error: unknown option '--jsn'; did you mean '--json'?\n"), r.stderr)
-        XCTAssertTrue(r.stderr.contains("Usage: kiln inspect PATH [--model NAME] [--key FILE] [--json]"))
+        XCTAssertTrue(r.stderr.contains("Usage: kiln inspect PATH [--model NAME] [--key FILE] [--json | --dot | --svg FILE]"))
         XCTAssertTrue(r.stderr.contains("See 'kiln inspect --help'."))
     }
 
