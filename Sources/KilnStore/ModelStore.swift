@@ -299,19 +299,32 @@ public struct ModelStore: Sendable {
 
     /// Runs `body` holding the store's lock; removes staging left by an interrupted install.
     func withLock<T>(_ body: () throws -> T) throws -> T {
+        var isDir: ObjCBool = false
+        let existed = FileManager.default.fileExists(atPath: directory, isDirectory: &isDir)
+        guard !existed || isDir.boolValue else { throw StoreError(path: directory, reason: "not a directory") }
         do { try FileSystem.makeDirectories(directory) } catch {
             throw StoreError(path: directory, reason: "cannot create the store directory")
         }
         let fd = open("\(directory)/.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw StoreError(path: directory, reason: "cannot open the store's lock file (\(String(cString: strerror(errno))))") }
-        defer { close(fd) }
+        var succeeded = false
+        defer {
+            close(fd)
+            // A first install that failed leaves no store behind.
+            if !succeeded, !existed, ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []) == [".lock"] {
+                unlink("\(directory)/.lock")
+                rmdir(directory)
+            }
+        }
         guard flock(fd, LOCK_EX) == 0 else { throw StoreError(path: directory, reason: "cannot lock the store") }
         // Under the lock no other install runs: any staging or download left is from a killed one.
         for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
             where name.hasPrefix(".staging-") || name.hasPrefix(".download-") {
             Self.removeTree("\(directory)/\(name)")
         }
-        return try body()
+        let result = try body()
+        succeeded = true
+        return result
     }
 
     static func removeTree(_ path: String) { try? FileManager.default.removeItem(atPath: path) }

@@ -53,17 +53,18 @@ public enum FileSystem {
         return out
     }
 
-    /// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename.
     /// Writes a secret (a key file) atomically with mode 0600.
     /// - Throws: ``PackageError`` naming the file.
     public static func writeSecret(_ bytes: [UInt8], to path: String) throws {
         try bytes.withUnsafeBytes { try writeAtomically(path, [$0], mode: 0o600) }
     }
 
+    /// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename.
+    /// Errors name `path`, not the temporary file.
     package static func writeAtomically(_ path: String, _ chunks: [UnsafeRawBufferPointer], mode: mode_t = 0o644) throws {
         let tmp = "\(path).tmp-\(getpid())"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw errnoError(tmp, "create") }
+        guard fd >= 0 else { throw errnoError(path, "creating a temporary file beside it") }
         var ok = false
         defer {
             if !ok { unlink(tmp) }
@@ -71,9 +72,9 @@ public enum FileSystem {
         do {
             defer { close(fd) }
             for chunk in chunks {
-                try writeAll(fd, chunk, path: tmp)
+                try writeAll(fd, chunk, path: path)
             }
-            guard fsync(fd) == 0 else { throw errnoError(tmp, "fsync") }
+            guard fsync(fd) == 0 else { throw errnoError(path, "fsync") }
         }
         guard rename(tmp, path) == 0 else { throw errnoError(path, "rename") }
         ok = true
