@@ -50,17 +50,58 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) void kiln_f32_
 }
 #endif
 
-void kiln_f32_gru_reset__scalar(size_t hidden, const float *xw, const float *hr, const float *h, float *rh) {
+// The GRU reset product and cell update, one body for every ISA as the LSTM's.
+static inline __attribute__((always_inline)) void kiln_gru_reset_body(size_t hidden, const float *xw, const float *hr, const float *h,
+                                                                      float *rh) {
+#pragma clang loop vectorize(assume_safety)
     for (size_t j = 0; j < hidden; j++) rh[j] = kiln_sigmoid(xw[hidden + j] + hr[hidden + j]) * h[j];
 }
 
-void kiln_f32_gru_gates__scalar(size_t hidden, int linear_before_reset, const float *xw, const float *hr, float *h) {
+static inline __attribute__((always_inline)) void kiln_gru_gates_body(size_t hidden, int linear_before_reset, const float *xw,
+                                                                      const float *hr, float *h) {
+    // xw, hr: [3 * hidden] pre-activations in gate order z, r, h (biases already added).
+    if (linear_before_reset) {
+#pragma clang loop vectorize(assume_safety)
+        for (size_t j = 0; j < hidden; j++) {
+            const float z = kiln_sigmoid(xw[j] + hr[j]);
+            const float cand = kiln_tanh_exact(xw[2 * hidden + j] + kiln_sigmoid(xw[hidden + j] + hr[hidden + j]) * hr[2 * hidden + j]);
+            h[j] = (1.0f - z) * cand + z * h[j];
+        }
+        return;
+    }
+#pragma clang loop vectorize(assume_safety)
     for (size_t j = 0; j < hidden; j++) {
         const float z = kiln_sigmoid(xw[j] + hr[j]);
-        float pre = xw[2 * hidden + j];
-        if (linear_before_reset) pre += kiln_sigmoid(xw[hidden + j] + hr[hidden + j]) * hr[2 * hidden + j];
-        else pre += hr[2 * hidden + j];
-        const float cand = kiln_tanh_exact(pre);
+        const float cand = kiln_tanh_exact(xw[2 * hidden + j] + hr[2 * hidden + j]);
         h[j] = (1.0f - z) * cand + z * h[j];
     }
 }
+
+void kiln_f32_gru_reset__scalar(size_t hidden, const float *xw, const float *hr, const float *h, float *rh) {
+    kiln_gru_reset_body(hidden, xw, hr, h, rh);
+}
+
+void kiln_f32_gru_gates__scalar(size_t hidden, int linear_before_reset, const float *xw, const float *hr, float *h) {
+    kiln_gru_gates_body(hidden, linear_before_reset, xw, hr, h);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void kiln_f32_gru_reset__avx2(size_t hidden, const float *xw, const float *hr, const float *h,
+                                                                  float *rh) {
+    kiln_gru_reset_body(hidden, xw, hr, h, rh);
+}
+__attribute__((target("avx2,fma"))) void kiln_f32_gru_gates__avx2(size_t hidden, int linear_before_reset, const float *xw,
+                                                                  const float *hr, float *h) {
+    kiln_gru_gates_body(hidden, linear_before_reset, xw, hr, h);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) void kiln_f32_gru_reset__avx512(size_t hidden, const float *xw,
+                                                                                                const float *hr, const float *h,
+                                                                                                float *rh) {
+    kiln_gru_reset_body(hidden, xw, hr, h, rh);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) void kiln_f32_gru_gates__avx512(size_t hidden, int linear_before_reset,
+                                                                                                const float *xw, const float *hr,
+                                                                                                float *h) {
+    kiln_gru_gates_body(hidden, linear_before_reset, xw, hr, h);
+}
+#endif

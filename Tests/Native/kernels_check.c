@@ -524,6 +524,44 @@ static void check_lstm_gates(const char *name, lstm_gates_fn fn, uint32_t needs)
     printf("%s: %s\n", name, bad ? "MISMATCH" : "matches the reference");
 }
 
+typedef void (*gru_gates_fn)(size_t, int, const float *, const float *, float *);
+typedef void (*gru_reset_fn)(size_t, const float *, const float *, const float *, float *);
+
+// The GRU reset product and cell update (both linear_before_reset forms) against the formulas in
+// double, with gate pre-activations large enough to saturate.
+static void check_gru_gates(const char *name, gru_gates_fn gates, gru_reset_fn reset, uint32_t needs) {
+    if ((kiln_cpu_features() & needs) != needs) {
+        printf("skipped %s: this CPU lacks its features\n", name);
+        return;
+    }
+    enum { H = 37 };
+    unsigned state = 13;
+    int bad = 0;
+    for (int lbr = 0; lbr < 2; lbr++) {
+        float xw[3 * H], hr[3 * H], h[H], rh[H];
+        double want[H], wantRh[H];
+        for (int j = 0; j < 3 * H; j++) xw[j] = value(&state) * 20, hr[j] = value(&state) * 20;
+        for (int j = 0; j < H; j++) h[j] = value(&state) * 2;
+        for (int j = 0; j < H; j++) {
+            const double z = 1 / (1 + exp(-((double)xw[j] + hr[j])));
+            const double r = 1 / (1 + exp(-((double)xw[H + j] + hr[H + j])));
+            wantRh[j] = r * h[j];
+            const double pre = lbr ? (double)xw[2 * H + j] + r * hr[2 * H + j] : (double)xw[2 * H + j] + hr[2 * H + j];
+            want[j] = (1 - z) * tanh(pre) + z * h[j];
+        }
+        reset(H, xw, hr, h, rh);
+        gates(H, lbr, xw, hr, h);
+        cases += 2;
+        for (int j = 0; j < H; j++) {
+            if (!(fabs(h[j] - want[j]) <= 1e-5 && fabs(rh[j] - wantRh[j]) <= 1e-5 * (1 + fabs(wantRh[j])))) {
+                failures++;
+                if (bad++ < 3) printf("%s linear_before_reset %d: h[%d] = %g (want %g), r*h = %g (want %g)\n", name, lbr, j, h[j], want[j], rh[j], wantRh[j]);
+            }
+        }
+    }
+    printf("%s: %s\n", name, bad ? "MISMATCH" : "matches the reference");
+}
+
 int main(void) {
     check_hwcap();
     check_pool();
@@ -532,6 +570,7 @@ int main(void) {
     check_ukernel("f32_gemm_4x8__scalar");
     check_winograd("f32_gemm_4x8__scalar", 0);
     check_lstm_gates("f32_lstm_gates__scalar", kiln_f32_lstm_gates__scalar, 0);
+    check_gru_gates("f32_gru_gates__scalar", kiln_f32_gru_gates__scalar, kiln_f32_gru_reset__scalar, 0);
     check_ukernel("f32_gemm_4x16__scalar");
     check_extremes("f32_gemm_4x8__scalar");
     check_q_ukernel("f32_gemm_4x8__scalar");
@@ -544,6 +583,8 @@ int main(void) {
     check_winograd("f32_gemm_8x32__avx512", 2);
     check_lstm_gates("f32_lstm_gates__avx2", kiln_f32_lstm_gates__avx2, KILN_CPU_X86_V3);
     check_lstm_gates("f32_lstm_gates__avx512", kiln_f32_lstm_gates__avx512, KILN_CPU_X86_V4);
+    check_gru_gates("f32_gru_gates__avx2", kiln_f32_gru_gates__avx2, kiln_f32_gru_reset__avx2, KILN_CPU_X86_V3);
+    check_gru_gates("f32_gru_gates__avx512", kiln_f32_gru_gates__avx512, kiln_f32_gru_reset__avx512, KILN_CPU_X86_V4);
     check_ukernel("f32_gemm_8x32__avx512");
     check_extremes("f32_gemm_6x16__avx2");
     check_extremes("f32_gemm_8x32__avx512");

@@ -490,6 +490,13 @@ void kiln_f32_gru_reset__scalar(size_t hidden, const float *xw, const float *hr,
 /// One GRU step for one sequence: xw and hr in gate order z, r, h; hr's h part is R_h·h + Rb_h when
 /// linear_before_reset, else R_h·(r ⊙ h) + Rb_h; h updated.
 void kiln_f32_gru_gates__scalar(size_t hidden, int linear_before_reset, const float *xw, const float *hr, float *h);
+#if defined(__x86_64__)
+/// The same GRU steps vectorized for AVX2 and AVX-512 (xw, hr, h and rh must not overlap).
+void kiln_f32_gru_reset__avx2(size_t hidden, const float *xw, const float *hr, const float *h, float *rh);
+void kiln_f32_gru_gates__avx2(size_t hidden, int linear_before_reset, const float *xw, const float *hr, float *h);
+void kiln_f32_gru_reset__avx512(size_t hidden, const float *xw, const float *hr, const float *h, float *rh);
+void kiln_f32_gru_gates__avx512(size_t hidden, int linear_before_reset, const float *xw, const float *hr, float *h);
+#endif
 
 // MARK: Exact 1-D k-means
 

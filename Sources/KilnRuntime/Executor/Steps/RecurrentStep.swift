@@ -97,7 +97,8 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
         for s in [h0, c0] { if let s, s.shape != [dirs, batch, h] { throw OpError("initial state has shape \(s.shape)") } }
         let expected = [[seq, dirs, batch, h], [dirs, batch, h], [dirs, batch, h]]
         for (k, o) in outputs.enumerated() where o.shape != expected[k] { throw OpError("output \(k) has shape \(o.shape)") }
-        let floats = [seq * batch * g * h, batch * g * h, batch * h, batch * h, batch * h, batch * h]
+        // xw (every step's input projections), hr, h, c, and the GRU's reset state r ⊙ h.
+        let floats = [seq * batch * g * h, batch * g * h, batch * h, batch * h, batch * h]
         var offsets: [Int] = [], total = 0
         for f in floats { offsets.append(total); total += (f * 4 + 63) / 64 * 64 }
         // The directions of a bidirectional layer are independent until their outputs: each runs on
@@ -118,6 +119,16 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
         if id.isa == .avx512 { lstmGates = kiln_f32_lstm_gates__avx512 } else if id.isa == .avx2 { lstmGates = kiln_f32_lstm_gates__avx2 }
         #endif
         let cellUpdate = lstmGates
+        // The GRU gates in the same ISA.
+        var gruGatesKernel = kiln_f32_gru_gates__scalar, gruResetKernel = kiln_f32_gru_reset__scalar
+        #if arch(x86_64)
+        if id.isa == .avx512 {
+            (gruGatesKernel, gruResetKernel) = (kiln_f32_gru_gates__avx512, kiln_f32_gru_reset__avx512)
+        } else if id.isa == .avx2 {
+            (gruGatesKernel, gruResetKernel) = (kiln_f32_gru_gates__avx2, kiln_f32_gru_reset__avx2)
+        }
+        #endif
+        let (gruGates, gruReset) = (gruGatesKernel, gruResetKernel)
         let (packedW, packedR, packedRh, biasX, biasR, peepholes) = (packedW, packedR, packedRh, biasX, biasR, peepholes)
         return BoundStep { slots in
             let y = outputs.first.map { $0.floats(slots) }
@@ -125,7 +136,7 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
                 let s = slots[scratchSlot] + (parallelDirections ? d * total : 0)
                 let xw = (s + offsets[0]).assumingMemoryBound(to: Float.self), hr = (s + offsets[1]).assumingMemoryBound(to: Float.self)
                 let hs = (s + offsets[2]).assumingMemoryBound(to: Float.self), cs = (s + offsets[3]).assumingMemoryBound(to: Float.self)
-                let rh = (s + offsets[4]).assumingMemoryBound(to: Float.self), hh = (s + offsets[5]).assumingMemoryBound(to: Float.self)
+                let rh = (s + offsets[4]).assumingMemoryBound(to: Float.self)
                 let reverse = reverseOnly || d == 1
                 // All timesteps' input projections at once.
                 var e = kiln_epilogue()
@@ -159,22 +170,25 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
                                 cellUpdate(h, xwt, hrn, nil, cs + n * h, hs + n * h)
                             }
                         } else if lbr {
-                            kiln_f32_gru_gates__scalar(h, 1, xwt, hrn, hs + n * h)
+                            gruGates(h, 1, xwt, hrn, hs + n * h)
                         } else {
-                            kiln_f32_gru_reset__scalar(h, xwt, hrn, hs + n * h, rh + n * h)
+                            gruReset(h, xwt, hrn, hs + n * h, rh + n * h)
                         }
                     }
                     if g == 3 && !lbr {
-                        // The candidate's recurrent term uses the reset state: R_h · (r ⊙ h) + Rb_h.
+                        // The candidate's recurrent term uses the reset state: R_h · (r ⊙ h) + Rb_h,
+                        // written over hr's h part with the bias in the GEMM's epilogue.
                         packedRh[d].withUnsafeBufferPointer { r in
-                            var b = packed(h, h)
-                            b.data = UnsafeRawPointer(r.baseAddress)
-                            kiln_f32_gemm(ukernel, mr, &b, rh, h, hh, h, 0, batch, 0, (h + nr - 1) / nr, nil, nil)
+                            biasR[d].withUnsafeBufferPointer { bias in
+                                var b = packed(h, h)
+                                b.data = UnsafeRawPointer(r.baseAddress)
+                                var re = kiln_epilogue()
+                                re.bias = bias.baseAddress.map { $0 + 2 * h }
+                                kiln_f32_gemm(ukernel, mr, &b, rh, h, hr + 2 * h, g * h, 0, batch, 0, (h + nr - 1) / nr, &re, nil)
+                            }
                         }
                         for n in 0 ..< batch {
-                            let hrn = hr + n * g * h
-                            for j in 0 ..< h { hrn[2 * h + j] = hh[n * h + j] + biasR[d][2 * h + j] }
-                            kiln_f32_gru_gates__scalar(h, 0, xw + (t * batch + n) * g * h, hrn, hs + n * h)
+                            gruGates(h, 0, xw + (t * batch + n) * g * h, hr + n * g * h, hs + n * h)
                         }
                     }
                     if let y { (y + (t * dirs + d) * batch * h).update(from: hs, count: batch * h) }
