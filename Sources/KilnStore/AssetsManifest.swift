@@ -46,6 +46,9 @@ public struct AssetsManifest: Sendable {
         public var sha256: String
         /// The oldest runtime that loads it.
         public var minimumRuntime: RuntimeVersion?
+        /// Where to download it, when not beside the manifest: an absolute URL or a reference
+        /// relative to the manifest (for example a mirror, or a presigned URL).
+        public var url: String?
         /// The key id when it is encrypted.
         public var encryptionKeyID: String?
         /// Targeting rules a host must meet (beyond running `arch`).
@@ -199,6 +202,12 @@ public struct AssetsManifest: Sendable {
                 e.minimumRuntime = r
             }
             e.encryptionKeyID = a["encryptionKeyID"] as? String
+            if let u = a["url"] {
+                guard let text = u as? String, !text.isEmpty, text.utf8.count <= 8192 else {
+                    throw StoreError(path: source, reason: "\(at).url is not a non-empty URL string")
+                }
+                e.url = text
+            }
             if let d = a["default"] {
                 guard let flag = d as? Bool else { throw StoreError(path: source, reason: "\(at).default is not true or false") }
                 e.isDefault = flag

@@ -190,7 +190,8 @@ public struct ModelStore: Sendable {
         let manifestBytes = try transfer.read(source, limit: Self.manifestLimit)
         let manifest = try AssetsManifest.parse(manifestBytes, source: text)
         return try body(manifest, { entry, destination in
-            try transfer.download(source.sibling(entry.file), to: destination, bytes: entry.bytes, sha256: entry.sha256)
+            try transfer.download(try entry.url.map { try source.resolve($0) } ?? source.sibling(entry.file), to: destination,
+                                  bytes: entry.bytes, sha256: entry.sha256)
         }, text)
     }
 

@@ -45,6 +45,27 @@ public struct Source: Sendable, CustomStringConvertible {
         return Source(url: nil, path: FileSystem.parentDirectory(of: path!) + "/" + file)
     }
 
+    /// An entry's `url`, resolved against this manifest: an absolute `http(s)` URL, or a
+    /// reference relative to the manifest. A remote manifest may not name local files.
+    /// - Throws: ``StoreError`` for a reference that does not resolve or leaves the allowed schemes.
+    func resolve(_ reference: String) throws -> Source {
+        if let base = url {
+            guard let resolved = URL(string: reference, relativeTo: base)?.absoluteURL,
+                  let scheme = resolved.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+                throw StoreError(path: description, reason: "artifact url '\(reference)' is not an http(s) URL or a reference relative to the manifest")
+            }
+            return Source(url: resolved, path: nil)
+        }
+        if let u = URL(string: reference), let scheme = u.scheme?.lowercased(), scheme.count > 1 {
+            switch scheme {
+            case "http", "https": return Source(url: u, path: nil)
+            case "file": return Source(url: nil, path: u.path)
+            default: throw StoreError(path: description, reason: "artifact url '\(reference)' has an unsupported scheme '\(scheme)'")
+            }
+        }
+        return Source(url: nil, path: reference.hasPrefix("/") ? reference : FileSystem.parentDirectory(of: path!) + "/" + reference)
+    }
+
     /// The last path component.
     var fileName: String { url?.lastPathComponent ?? URL(fileURLWithPath: path!).lastPathComponent }
 }

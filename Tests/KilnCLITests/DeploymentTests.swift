@@ -130,6 +130,38 @@ final class DeploymentTests: XCTestCase {
         XCTAssertTrue(local.stdout.contains("\"upToDate\": false"), local.stdout)
     }
 
+    func testArtifactURLsResolveAgainstTheManifest() throws {
+        let root = try temporaryDirectory(self)
+        let arch = try hostArch()
+        try compile("\(root)/pub")
+        let hostFile = "TinyClassifier.\(arch).compiled"
+        try FileManager.default.createDirectory(atPath: "\(root)/pub/files", withIntermediateDirectories: true)
+        try FileManager.default.moveItem(atPath: "\(root)/pub/\(hostFile)", toPath: "\(root)/pub/files/\(hostFile)")
+        var manifest = try JSONSerialization.jsonObject(with: fileBytes("\(root)/pub/assets.json")) as! [String: Any]
+        func write(_ url: String, _ name: String) throws {
+            manifest["artifacts"] = (manifest["artifacts"] as! [[String: Any]]).map { e in
+                var e = e
+                if e["file"] as? String == hostFile { e["url"] = url }
+                return e
+            }
+            try JSONSerialization.data(withJSONObject: manifest).write(to: URL(fileURLWithPath: "\(root)/pub/\(name)"))
+        }
+        try write("files/\(hostFile)", "relative.json")
+        try write("file://\(root)/pub/files/\(hostFile)", "local.json")
+        let server = try TestServer(root: root, test: self)
+        let r = try kiln(["fetch", server.url("pub/relative.json"), "-o", "\(root)/store"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(server.requests, ["/pub/relative.json", "/pub/files/\(hostFile)"])
+        // The same manifest read from disk resolves against its directory.
+        XCTAssertEqual(try kiln(["fetch", "\(root)/pub/relative.json", "-o", "\(root)/store2"]).status, 0)
+        XCTAssertEqual(try fileBytes("\(root)/store2/TinyClassifier/current/\(hostFile)"), try fileBytes("\(root)/pub/files/\(hostFile)"))
+        // A remote manifest may not name a local file.
+        let local = try kiln(["fetch", server.url("pub/local.json"), "-o", "\(root)/store3"])
+        XCTAssertEqual(local.status, 1)
+        XCTAssertTrue(local.stderr.contains("is not an http(s) URL"), local.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(root)/store3"))
+    }
+
     func testFailedFetchesLeaveThePreviousInstallAndNoTemporaryFiles() throws {
         let root = try temporaryDirectory(self)
         let arch = try hostArch()
