@@ -6,7 +6,7 @@ enum InspectCommand {
         name: "inspect",
         abstract: "Show a model's metadata, size, precisions, ops and function signatures, in any of its forms.",
         usage: "kiln inspect PATH [--model NAME] [--key FILE] [--json | --dot | --svg FILE] [--function NAME] [--depth N] [--no-collapse]",
-        arguments: [("PATH", "A package (Name.kiln), a compiled artifact (Name.<arch>.compiled), a directory of them, or an assets.json.")],
+        arguments: [("PATH", "A package (Name.kiln), a compiled artifact (Name.<arch>.compiled), a directory of them, an assets.json or a .kilnarchive.")],
         options: [
             OptionSpec(names: ["--model"], valueName: "NAME", help: "The model of a directory or manifest that holds several."),
             OptionSpec(names: ["--key"], valueName: "FILE", help: "Key file of encrypted artifacts (kiln keygen)."),

@@ -51,6 +51,8 @@ struct ModelReport {
                 throw Failure(message: "\(path): is model '\(name)', not '\(model)'")
             }
             return try compiled(path, kind: "compiled", size: fileSize(path), keys: keys)
+        case .file where path.hasSuffix(".\(ModelArchive.fileExtension)"):
+            return try archive(path, model: model, keys: keys)
         case .file where path.hasSuffix(".json"):
             return try manifest(path, model: model, keys: keys)
         case .file:
@@ -72,7 +74,51 @@ struct ModelReport {
     }
 
     static func compiled(_ path: String, kind: String, size: Int, keys: ArtifactKeyProvider? = nil) throws -> ModelReport {
-        let a = try CompiledArtifact.read(at: path, keys: keys)
+        report(try CompiledArtifact.read(at: path, keys: keys), path: path, kind: kind, size: size)
+    }
+
+    /// A `.kilnarchive`: the artifact this host would load from it (else any intact one), and
+    /// every member's verdict.
+    static func archive(_ path: String, model: String?, keys: ArtifactKeyProvider?) throws -> ModelReport {
+        let archive: ModelArchive
+        do { archive = try ModelArchive(at: path) } catch let e as PackageError { throw Failure(message: e.description) }
+        let names = Set(archive.members.compactMap { parseArtifactFileName($0.name)?.name }).sorted()
+        if let model, !names.contains(model) {
+            throw Failure(message: "\(path): holds no model '\(model)'; it holds \(names.map { "'\($0)'" }.joined(separator: ", "))")
+        }
+        if model == nil, names.count > 1 {
+            throw Failure(message: "\(path): holds \(names.count) models (\(names.map { "'\($0)'" }.joined(separator: ", "))); choose one with --model NAME")
+        }
+        var members: [Member] = []
+        var best: (level: Int, file: String, artifact: CompiledArtifact)?
+        for m in archive.members {
+            guard let (name, arch) = parseArtifactFileName(m.name), model == nil || name == model else { continue }
+            var member = Member(file: m.name, arch: arch, bytes: m.range.count, sha256: m.sha256, verdict: "present")
+            do {
+                try archive.verify(m)
+                let a = try CompiledArtifact.read(in: archive, member: m, verifyWeights: true, keys: keys)
+                let level = Architecture.named(arch).map { $0.isRunnableOnHost ? $0.level : 0 } ?? 0
+                if best == nil || level > best!.level { best = (level, m.name, a) }
+            } catch let e as PackageError {
+                member.verdict = "refused"
+                member.reason = [e.field, e.reason].compactMap { $0 }.joined(separator: ": ")
+            } catch {
+                member.verdict = "refused"
+                member.reason = "\(error)"
+            }
+            members.append(member)
+        }
+        guard let chosen = best else {
+            throw Failure(message: "\(path): holds no readable artifact" + (members.isEmpty ? "" : ": " + members.map { "\($0.file): \($0.reason ?? $0.verdict)" }.joined(separator: "; ")))
+        }
+        var report = report(chosen.artifact, path: path, kind: "archive", size: archive.bytes.count)
+        report.artifactPath = "\(path)#\(chosen.file)"
+        for k in members.indices where members[k].file == chosen.file { members[k].verdict = "shown" }
+        report.members = members
+        return report
+    }
+
+    static func report(_ a: CompiledArtifact, path: String, kind: String, size: Int) -> ModelReport {
         var intact = true
         do { try a.verifyWeights() } catch { intact = false }
         var note: String?
@@ -202,6 +248,7 @@ struct ModelReport {
         case "package": rows.append(("format", "Kiln package, format version \(summary.formatVersion)"))
         case "compiled": rows.append(("format", "Kiln compiled artifact, format version \(artifact!.header.formatVersion) (package format \(summary.formatVersion))"))
         case "directory": rows.append(("format", "directory of Kiln artifacts (package format \(summary.formatVersion))"))
+        case "archive": rows.append(("format", "Kiln archive of \(members.count) artifact\(members.count == 1 ? "" : "s") (package format \(summary.formatVersion))"))
         default: rows.append(("format", "Kiln assets manifest (package format \(summary.formatVersion))"))
         }
         rows.append(("parameters", "\(grouped(summary.parameterCount)) (\(humanCount(summary.parameterCount)))"))

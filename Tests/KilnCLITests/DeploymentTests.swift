@@ -273,6 +273,9 @@ final class DeploymentTests: XCTestCase {
 
         let expected = try outputs("\(root)/pub", scratch: root)
         XCTAssertEqual(try outputs(archive, scratch: root), expected)
+        let inspected = try kiln(["inspect", archive])
+        XCTAssertEqual(inspected.status, 0, inspected.stderr)
+        XCTAssertTrue(inspected.stdout.contains("Kiln archive of 6 artifacts"), inspected.stdout)
         let server = try TestServer(root: root, test: self)
         let fetched = try kiln(["fetch", server.url("TinyClassifier.kilnarchive"), "-o", "\(root)/store"])
         XCTAssertEqual(fetched.status, 0, fetched.stderr)
@@ -299,6 +302,8 @@ final class DeploymentTests: XCTestCase {
         let fetch = try kiln(["fetch", damaged, "-o", "\(root)/store3"])
         XCTAssertEqual(fetch.status, 1)
         XCTAssertTrue(fetch.stderr.contains("the archive is corrupt"), fetch.stderr)
+        let damagedReport = try kiln(["inspect", damaged])
+        XCTAssertTrue(damagedReport.stdout.contains("refused: TinyClassifier.\(arch).compiled: SHA-256"), damagedReport.stdout)
         // A truncated archive.
         try bytes.prefix(bytes.count - 10).write(to: URL(fileURLWithPath: damaged))
         let cut = try kiln(["run", damaged, "--input", features, "--print"])
