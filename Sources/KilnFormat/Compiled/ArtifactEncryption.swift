@@ -219,24 +219,6 @@ public enum ArtifactEncryption {
         }
     }
 
-    /// The plaintext artifact's header, readable without the key.
-    /// - Throws: ``PackageError`` (no path) for a damaged envelope or header.
-    public static func clearHeader(_ bytes: UnsafeRawBufferPointer) throws -> ArtifactHeader {
-        try checkEnvelope(bytes)
-        return try headerFields(UnsafeRawBufferPointer(rebasing: bytes[64 ..< 64 + CompiledFormat.headerSize]))
-    }
-
-    static func headerFields(_ h: UnsafeRawBufferPointer) throws -> ArtifactHeader {
-        guard Array(h[0 ..< 8]) == CompiledFormat.magic else {
-            throw PackageError(field: "encryption header", reason: "the clear artifact header is not a Kiln artifact header")
-        }
-        func text(_ range: Range<Int>) -> String { String(decoding: Array(h[range].prefix { $0 != 0 }), as: UTF8.self) }
-        return ArtifactHeader(
-            formatVersion: Int(h.loadLE(UInt32.self, at: 8)), arch: text(16 ..< 48),
-            minimumRuntime: RuntimeVersion(Int(h.loadLE(UInt16.self, at: 48)), Int(h.loadLE(UInt16.self, at: 50))),
-            compilerVersion: text(52 ..< 68), sourceDigest: Array(h[68 ..< 100]), optionsDigest: Array(h[100 ..< 132]))
-    }
-
     /// Decrypts an encrypted artifact into new process memory (64-byte aligned).
     /// - Parameters:
     ///   - bytes: The encrypted file.

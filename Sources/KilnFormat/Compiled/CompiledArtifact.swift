@@ -299,41 +299,38 @@ public struct CompiledArtifact: Sendable {
     /// - Returns: The artifact; its weights refer into the mapping.
     /// - Throws: ``PackageError`` naming the file.
     public static func read(at path: String, verifyWeights: Bool = false, keys: ArtifactKeyProvider? = nil) throws -> CompiledArtifact {
-        do {
+        try naming(path) {
             let file = try MappedFile(path: path)
-            var artifact: CompiledArtifact
-            if ArtifactEncryption.isEncrypted(file.bytes) {
-                // Decrypted into process memory only; authenticated, then checked as any artifact.
-                let plain = try ArtifactEncryption.decrypt(file.bytes, keys: keys)
-                let bytes = UnsafeRawBufferPointer(start: plain.baseAddress, count: plain.count)
-                artifact = try read(bytes, verifyWeights: true) { ByteStorage(borrowing: plain.baseAddress + $0.lowerBound, count: $0.count, owner: plain) }
-                artifact.encryptionKeyID = try ArtifactEncryption.keyID(file.bytes)
-            } else {
-                artifact = try read(file.bytes, verifyWeights: verifyWeights) { file.storage($0) }
-            }
+            var artifact = try read(file.bytes, verifyWeights: verifyWeights, keys: keys) { file.storage($0) }
             artifact.file = file.identity
             artifact.fileBytes = file.storage(0 ..< file.count)
             return artifact
-        } catch let e as PackageError {
-            throw e.inFile(path)
-        } catch var e as ArtifactKeyError {
-            if e.path == nil { e.path = path }
-            throw e
         }
     }
 
-    /// The header of the artifact at `path`, plain or encrypted, without the key.
-    /// - Returns: The header, and the key id when the file is encrypted.
-    /// - Throws: ``PackageError`` naming the file.
-    public static func readHeaderOnly(at path: String) throws -> (ArtifactHeader, keyID: String?) {
+    /// Reads a plain artifact in place (through `storage`), or an encrypted one decrypted into
+    /// process memory, authenticated, then checked as any artifact (weights included).
+    /// - Throws: ``PackageError`` or ``ArtifactKeyError`` without a path.
+    static func read(_ bytes: UnsafeRawBufferPointer, verifyWeights: Bool, keys: ArtifactKeyProvider?,
+                     inPlace storage: (Range<Int>) -> ByteStorage) throws -> CompiledArtifact {
+        guard ArtifactEncryption.isEncrypted(bytes) else { return try read(bytes, verifyWeights: verifyWeights, storage: storage) }
+        let plain = try ArtifactEncryption.decrypt(bytes, keys: keys)
+        var artifact = try read(UnsafeRawBufferPointer(start: plain.baseAddress, count: plain.count), verifyWeights: true) {
+            ByteStorage(borrowing: plain.baseAddress + $0.lowerBound, count: $0.count, owner: plain)
+        }
+        artifact.encryptionKeyID = try ArtifactEncryption.keyID(bytes)
+        return artifact
+    }
+
+    /// Runs `body`, giving its package and key errors `place` as their path.
+    static func naming<T>(_ place: String, _ body: () throws -> T) throws -> T {
         do {
-            let file = try MappedFile(path: path)
-            if ArtifactEncryption.isEncrypted(file.bytes) {
-                return (try ArtifactEncryption.clearHeader(file.bytes), try ArtifactEncryption.keyID(file.bytes))
-            }
-            return (try readHeader(file.bytes).0, nil)
+            return try body()
         } catch let e as PackageError {
-            throw e.inFile(path)
+            throw e.inFile(place)
+        } catch var e as ArtifactKeyError {
+            if e.path == nil { e.path = place }
+            throw e
         }
     }
 }

@@ -197,27 +197,13 @@ extension CompiledArtifact {
     /// - Throws: ``PackageError`` naming the archive and member; ``ArtifactKeyError``.
     public static func read(in archive: ModelArchive, member: ModelArchive.Member, verifyWeights: Bool = false,
                             keys: ArtifactKeyProvider? = nil) throws -> CompiledArtifact {
-        let bytes = archive.bytes(of: member)
-        let where_ = "\(archive.file.path) (\(member.name))"
-        do {
-            var artifact: CompiledArtifact
-            if ArtifactEncryption.isEncrypted(bytes) {
-                let plain = try ArtifactEncryption.decrypt(bytes, keys: keys)
-                artifact = try read(UnsafeRawBufferPointer(start: plain.baseAddress, count: plain.count), verifyWeights: true) {
-                    ByteStorage(borrowing: plain.baseAddress + $0.lowerBound, count: $0.count, owner: plain)
-                }
-                artifact.encryptionKeyID = try ArtifactEncryption.keyID(bytes)
-            } else {
-                let base = member.range.lowerBound
-                artifact = try read(bytes, verifyWeights: verifyWeights) { archive.storage($0.lowerBound + base ..< $0.upperBound + base) }
+        try naming("\(archive.file.path) (\(member.name))") {
+            let base = member.range.lowerBound
+            var artifact = try read(archive.bytes(of: member), verifyWeights: verifyWeights, keys: keys) {
+                archive.storage($0.lowerBound + base ..< $0.upperBound + base)
             }
             artifact.fileBytes = archive.storage(member.range)
             return artifact
-        } catch let e as PackageError {
-            throw e.inFile(where_)
-        } catch var e as ArtifactKeyError {
-            if e.path == nil { e.path = where_ }
-            throw e
         }
     }
 }
