@@ -11,14 +11,22 @@ static pthread_mutex_t kiln_pool_job = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t kiln_pool_wake = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t kiln_pool_cond = PTHREAD_COND_INITIALIZER;
 static pthread_once_t kiln_pool_once = PTHREAD_ONCE_INIT;
-// The job in one word: its generation (high 24 bits), its index count (20 bits) and its next
-// unclaimed index (low 20 bits). A thread claims index i of job g only by a compare-and-swap from
-// (g, n, i) to (g, n, i + 1) with i < n, so a thread still draining an earlier job can never take
-// an index of the next one, and the job's function and context cannot change under a claimed
-// index (the caller waits for every claimed index before it publishes another job).
+// A job's indices are split into one contiguous home range per participant (the caller is 0, the
+// workers 1…): each takes its own range from the front, in order, then steals from the back of
+// the others'. Consecutive steps split their work alike (pixel rows, panels), so a thread mostly
+// reads what it wrote in the previous step, from its own L2, while a thread that loses its core
+// for a while still leaves its remaining indices to the others.
+//
+// A range in one word: the job's generation (high 24 bits), its next unclaimed index (front, 20
+// bits) and its end (back, 20 bits). An index is claimed only by a compare-and-swap of the word
+// that still holds the claimer's generation, so a thread still draining an earlier job can never
+// take an index of the next one, and the job's function and context cannot change under a
+// claimed index (the caller waits for every claimed index before it publishes another job).
 #define KILN_POOL_INDEX_BITS 20
 #define KILN_POOL_MAX_COUNT (((uint64_t)1 << KILN_POOL_INDEX_BITS) - 1)
-static _Atomic uint64_t kiln_pool_ticket;
+#define KILN_POOL_MAX_THREADS 64
+static _Atomic uint32_t kiln_pool_generation_now;
+static _Atomic uint64_t kiln_pool_range[KILN_POOL_MAX_THREADS];
 static _Atomic size_t kiln_pool_done;
 static kiln_task_fn _Atomic kiln_pool_fn;
 static void *_Atomic kiln_pool_ctx;
@@ -32,25 +40,43 @@ static inline void kiln_pause(void) {
 #endif
 }
 
-static inline uint32_t kiln_pool_generation(void) {
-    return (uint32_t)(atomic_load(&kiln_pool_ticket) >> (2 * KILN_POOL_INDEX_BITS));
+static inline uint32_t kiln_pool_generation(void) { return atomic_load(&kiln_pool_generation_now); }
+
+static inline uint64_t kiln_pool_word(uint32_t generation, size_t front, size_t back) {
+    return (uint64_t)generation << (2 * KILN_POOL_INDEX_BITS) | (uint64_t)front << KILN_POOL_INDEX_BITS | (uint64_t)back;
 }
 
-static void kiln_pool_drain(uint32_t generation) {
-    uint64_t t = atomic_load(&kiln_pool_ticket);
+// Claims the next index of range r for `generation` (from the front, or with `steal` from the
+// back); returns its index, or -1 when the range is empty or belongs to another job.
+static inline long kiln_pool_claim(size_t r, uint32_t generation, int steal) {
+    uint64_t t = atomic_load(&kiln_pool_range[r]);
     for (;;) {
-        if ((uint32_t)(t >> (2 * KILN_POOL_INDEX_BITS)) != generation) return;
-        const size_t i = (size_t)(t & KILN_POOL_MAX_COUNT), n = (size_t)((t >> KILN_POOL_INDEX_BITS) & KILN_POOL_MAX_COUNT);
-        if (i >= n) return;
-        if (!atomic_compare_exchange_weak(&kiln_pool_ticket, &t, t + 1)) continue;
-        atomic_load(&kiln_pool_fn)(atomic_load(&kiln_pool_ctx), i);
-        atomic_fetch_add(&kiln_pool_done, 1);
-        t = atomic_load(&kiln_pool_ticket);
+        if ((uint32_t)(t >> (2 * KILN_POOL_INDEX_BITS)) != generation) return -1;
+        const size_t front = (size_t)((t >> KILN_POOL_INDEX_BITS) & KILN_POOL_MAX_COUNT), back = (size_t)(t & KILN_POOL_MAX_COUNT);
+        if (front >= back) return -1;
+        const uint64_t next = steal ? kiln_pool_word(generation, front, back - 1) : kiln_pool_word(generation, front + 1, back);
+        if (atomic_compare_exchange_weak(&kiln_pool_range[r], &t, next)) return (long)(steal ? back - 1 : front);
     }
 }
 
-static void *kiln_pool_worker(void *unused) {
-    (void)unused;
+static void kiln_pool_drain(uint32_t generation, size_t self) {
+    const size_t participants = kiln_pool_workers + 1;
+    long i;
+    while ((i = kiln_pool_claim(self, generation, 0)) >= 0) {
+        atomic_load(&kiln_pool_fn)(atomic_load(&kiln_pool_ctx), (size_t)i);
+        atomic_fetch_add(&kiln_pool_done, 1);
+    }
+    for (size_t step = 1; step < participants; step++) {
+        const size_t r = (self + step) % participants;
+        while ((i = kiln_pool_claim(r, generation, 1)) >= 0) {
+            atomic_load(&kiln_pool_fn)(atomic_load(&kiln_pool_ctx), (size_t)i);
+            atomic_fetch_add(&kiln_pool_done, 1);
+        }
+    }
+}
+
+static void *kiln_pool_worker(void *arg) {
+    const size_t self = (size_t)(uintptr_t)arg;
     uint32_t seen = kiln_pool_generation();
     for (;;) {
         uint32_t g;
@@ -66,20 +92,21 @@ static void *kiln_pool_worker(void *unused) {
             break;
         }
         seen = g;
-        kiln_pool_drain(g);
+        kiln_pool_drain(g, self);
     }
     return NULL;
 }
 
 static void kiln_pool_start(void) {
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const size_t wanted = cores > 1 ? (size_t)cores - 1 : 0;
+    size_t wanted = cores > 1 ? (size_t)cores - 1 : 0;
+    if (wanted > KILN_POOL_MAX_THREADS - 1) wanted = KILN_POOL_MAX_THREADS - 1;
     for (size_t i = 0; i < wanted; i++) {
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &attr, kiln_pool_worker, NULL) == 0) kiln_pool_workers++;
+        if (pthread_create(&t, &attr, kiln_pool_worker, (void *)(uintptr_t)(kiln_pool_workers + 1)) == 0) kiln_pool_workers++;
         pthread_attr_destroy(&attr);
     }
 }
@@ -92,14 +119,17 @@ void kiln_parallel_for(size_t count, kiln_task_fn fn, void *ctx) {
     }
     // Only the holder of kiln_pool_job publishes jobs, so the generation moves only here.
     const uint32_t generation = (kiln_pool_generation() + 1) & 0xFFFFFF;
+    const size_t participants = kiln_pool_workers + 1;
     atomic_store(&kiln_pool_fn, fn);
     atomic_store(&kiln_pool_ctx, ctx);
     atomic_store(&kiln_pool_done, 0);
+    for (size_t r = 0; r < participants; r++)
+        atomic_store(&kiln_pool_range[r], kiln_pool_word(generation, count * r / participants, count * (r + 1) / participants));
     pthread_mutex_lock(&kiln_pool_wake);
-    atomic_store(&kiln_pool_ticket, (uint64_t)generation << (2 * KILN_POOL_INDEX_BITS) | (uint64_t)count << KILN_POOL_INDEX_BITS);
+    atomic_store(&kiln_pool_generation_now, generation);
     pthread_cond_broadcast(&kiln_pool_cond);
     pthread_mutex_unlock(&kiln_pool_wake);
-    kiln_pool_drain(generation);
+    kiln_pool_drain(generation, 0);
     while (atomic_load(&kiln_pool_done) < count) kiln_pause();
     pthread_mutex_unlock(&kiln_pool_job);
 }

@@ -114,14 +114,19 @@ struct PackedGEMM: @unchecked Sendable {
         self.storage = storage
     }
 
-    /// How `m` rows split across threads: by panels when there are enough, else by rows.
+    /// How `m` rows split across threads: by rows when the panels are too few to share or fit in
+    /// each thread's L2 (each thread then reads only its rows of A, and the pool's home ranges
+    /// give it the same rows the previous step wrote from that core); by panels when the weight is
+    /// too large for L2 and has enough of them, so each thread streams only its share of it.
     func chunks(m: Int, threads: Int) -> [(rows: Range<Int>, panels: Range<Int>)] {
         guard m > 0, n > 0 else { return [] }
         guard m * n * max(k, 1) >= 1 << 15, threads > 1 else { return [(0 ..< m, 0 ..< panels)] }
         let parts = workChunks(threads)
-        return panels >= threads
-            ? splitRanges(panels, parts: parts).map { (0 ..< m, $0) }
-            : splitRanges(m, parts: parts, align: mr).map { ($0, 0 ..< panels) }
+        let weightBytes = k * panels * b.nr * 4
+        let byRows = panels < threads || (m >= 2 * mr * threads && weightBytes <= 1 << 19)
+        return byRows
+            ? splitRanges(m, parts: parts, align: mr).map { ($0, 0 ..< panels) }
+            : splitRanges(panels, parts: parts).map { (0 ..< m, $0) }
     }
 
     /// C[m × N] = epilogue(A[m × K] · B) over precomputed chunks; `scratch` holds

@@ -240,8 +240,9 @@ extension ConvNHWCStep {
         let split: [(rows: Range<Int>, panels: Range<Int>)] = byRows
             ? splitRanges(pixels, parts: chunkCount, align: mr).map { ($0, 0 ..< panelCount) }
             : splitRanges(panelCount, parts: chunkCount).map { (0 ..< pixels, $0) }
-        // The same split for every group: (group, pixels, panels).
-        let chunks = gemms.indices.flatMap { g in split.map { (group: g, rows: $0.rows, panels: $0.panels) } }
+        // The same split for every group: (group, pixels, panels), pixel ranges outer so each
+        // thread's home range (see kiln_parallel_for) holds the same pixels for every group.
+        let chunks = split.flatMap { part in gemms.indices.map { g in (group: g, rows: part.rows, panels: part.panels) } }
         let padBytes = padded ? (hp * wp * c * 4 + 63) / 64 * 64 : 0
         let panelBytes = weights.scratchBytes
         context.scratch(padBytes + panelBytes * max(chunks.count, 1))
