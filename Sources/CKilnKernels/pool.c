@@ -123,8 +123,12 @@ void kiln_parallel_for(size_t count, kiln_task_fn fn, void *ctx) {
     atomic_store(&kiln_pool_fn, fn);
     atomic_store(&kiln_pool_ctx, ctx);
     atomic_store(&kiln_pool_done, 0);
-    for (size_t r = 0; r < participants; r++)
-        atomic_store(&kiln_pool_range[r], kiln_pool_word(generation, count * r / participants, count * (r + 1) / participants));
+    // With more participants than indices, the first `count` own one each and the rest only steal.
+    const size_t owners = count < participants ? count : participants;
+    for (size_t r = 0; r < participants; r++) {
+        const size_t front = r < owners ? count * r / owners : 0, back = r < owners ? count * (r + 1) / owners : 0;
+        atomic_store(&kiln_pool_range[r], kiln_pool_word(generation, front, back));
+    }
     pthread_mutex_lock(&kiln_pool_wake);
     atomic_store(&kiln_pool_generation_now, generation);
     pthread_cond_broadcast(&kiln_pool_cond);
