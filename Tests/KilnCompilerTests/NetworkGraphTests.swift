@@ -242,6 +242,26 @@ final class NetworkGraphTests: XCTestCase {
         try await assertCompilesWithoutReference(try g.b.build(), ["image": floats([1, 3, 16, 16], 4)], "YOLO neck")
     }
 
+    /// Copies large enough to split across threads (split, concat, pad over 64 KiB): each thread
+    /// copies the same rows of every input, the parts cover the output exactly once.
+    func testLargeCopiesAcrossThreads() async throws {
+        var g = Graph("copies")
+        let wide = try g.weight("wide", [30, 8, 1, 1])
+        var f = g.b.function("main")
+        let x = f.input("image", TensorType(.float32, [1, 8, 48, 52]))
+        let y = try f.apply1("conv", [x, f.use(wide)], ["kernel_shape": .ints([1, 1])])
+        let parts = try f.apply("split", [y], ["axis": .int(1), "split": .ints([13, 17])], outputNames: ["a", "b"])
+        let b = try f.apply1("relu", [parts[1]])
+        let joined = try f.apply1("concat", [b, x, parts[0]], ["axis": .int(1)])
+        let padded = try f.apply1("pad", [joined, try f.use(g.ints("pads", [0, 0, 1, 2, 0, 0, 3, 1]))])
+        let rows = try f.apply("split", [padded], ["axis": .int(2), "split": .ints([20, 32])], outputNames: ["top", "bottom"])
+        f.output("padded", padded)
+        f.output("bottom", rows[1])
+        f.output("joined", try f.apply1("concat", [rows[1], rows[0]], ["axis": .int(2)]))
+        try g.b.add(f)
+        try await assertCompilesWithoutReference(try g.b.build(), ["image": floats([1, 8, 48, 52], 7)], "large copies")
+    }
+
     /// A CRNN: convolution features to a sequence, a bidirectional LSTM (biases, peepholes,
     /// initial states), GRUs in both reset forms, a linear head with log-softmax.
     func testCRNN() async throws {

@@ -272,14 +272,34 @@ struct CopyStep: StepKernel {
                 }
             }
         }
-        let layouts = blocks.map { ShapeBuffer(shape: $0.shape, strides: [$0.sourceStrides, $0.targetStrides]) }
+        // Large copies split every block's outermost dim into the same ranges across threads, range
+        // outer and block inner: thread t's home indices (kiln_parallel_for) then cover the same
+        // part of every block (for a channels-last concat or split: the same pixels, which the
+        // producer wrote and the consumer will read from that thread's core).
+        let bytes = blocks.reduce(0) { $0 + $1.shape.reduce(size, *) }
+        let parts = bytes < 1 << 16 || context.threads < 2 ? 1 : workChunks(context.threads)
+        let pieces: [BlockCopy] = (0 ..< parts).flatMap { part in
+            blocks.compactMap { b -> BlockCopy? in
+                guard parts > 1, let outer = b.shape.first else { return part == 0 ? b : nil }
+                let (lo, hi) = (outer * part / parts, outer * (part + 1) / parts)
+                guard hi > lo else { return nil }
+                var piece = b
+                piece.shape[0] = hi - lo
+                piece.sourceOffset += lo * b.sourceStrides[0]
+                piece.targetOffset += lo * b.targetStrides[0]
+                return piece
+            }
+        }
+        let layouts = pieces.map { ShapeBuffer(shape: $0.shape, strides: [$0.sourceStrides, $0.targetStrides]) }
         let fillCount = outputs.first?.count ?? 0
+        let threads = context.threads
         return BoundStep { slots in
             if let fill {
                 fill.withUnsafeBytes { kiln_fill__scalar(size, fillCount, $0.baseAddress, outputs[0].pointer(slots)) }
             }
-            for (b, layout) in zip(blocks, layouts) {
-                guard let source = inputs[b.source] else { continue }
+            parallelFor(pieces.count, threads: parts > 1 ? threads : 1) { i in
+                let (b, layout) = (pieces[i], layouts[i])
+                guard let source = inputs[b.source] else { return }
                 kiln_copy_nd__scalar(size, layout.rank, layout.shape, source.pointer(slots) + b.sourceOffset, layout.strides(0),
                                      outputs[b.target].pointer(slots) + b.targetOffset, layout.strides(1))
             }
