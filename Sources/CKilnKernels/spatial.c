@@ -5,18 +5,22 @@
 #include <string.h>
 
 void kiln_f32_resize_axis__scalar(size_t outer, size_t n, size_t inner, const float *x, size_t m, size_t taps,
-                                  const int32_t *index, const float *weight, float *y) {
-    for (size_t o = 0; o < outer; o++) {
+                                  const int32_t *index, const float *weight, float *y, size_t row_begin, size_t row_end) {
+    if (row_end > outer * m) row_end = outer * m;
+    for (size_t r = row_begin; r < row_end; r++) {
+        const size_t o = r / m, i = r % m;
         const float *xo = x + o * n * inner;
-        for (size_t i = 0; i < m; i++) {
-            float *dst = y + (o * m + i) * inner;
-            for (size_t k = 0; k < inner; k++) dst[k] = 0.0f;
-            for (size_t t = 0; t < taps; t++) {
-                const float w = weight[i * taps + t];
-                if (w == 0.0f) continue;
-                const float *src = xo + (size_t)index[i * taps + t] * inner;
-                for (size_t k = 0; k < inner; k++) dst[k] += w * src[k];
-            }
+        float *dst = y + r * inner;
+        if (taps == 1 && weight[i] == 1.0f) {
+            memcpy(dst, xo + (size_t)index[i] * inner, inner * sizeof(float));
+            continue;
+        }
+        for (size_t k = 0; k < inner; k++) dst[k] = 0.0f;
+        for (size_t t = 0; t < taps; t++) {
+            const float w = weight[i * taps + t];
+            if (w == 0.0f) continue;
+            const float *src = xo + (size_t)index[i * taps + t] * inner;
+            for (size_t k = 0; k < inner; k++) dst[k] += w * src[k];
         }
     }
 }

@@ -258,6 +258,10 @@ final class NetworkGraphTests: XCTestCase {
         f.output("padded", padded)
         f.output("bottom", rows[1])
         f.output("joined", try f.apply1("concat", [rows[1], rows[0]], ["axis": .int(2)]))
+        // Resizes of over 32K elements per pass split their rows across threads too.
+        let scales = try g.b.addWeight("scales", shape: [4], values: [1, 1, 2, 1.5])
+        f.output("nearest", try f.apply("resize", [padded, nil, f.use(scales)], ["mode": .string("nearest")], outputNames: ["nearest"])[0])
+        f.output("linear", try f.apply("resize", [y, nil, f.use(scales)], ["mode": .string("linear")], outputNames: ["linear"])[0])
         try g.b.add(f)
         try await assertCompilesWithoutReference(try g.b.build(), ["image": floats([1, 8, 48, 52], 7)], "large copies")
     }

@@ -469,9 +469,10 @@ void kiln_f32_top_k__scalar(int largest, size_t outer, size_t n, size_t inner, s
                             int64_t *indices, void *scratch);
 
 /// Resize along the middle axis of [outer, n, inner] to m: y[o, i] = Σ_t weight[i, t] · x[o, index[i, t]]
-/// (taps with weight 0 skipped).
+/// (taps with weight 0 skipped), for the output rows (o, i) with o · m + i in [row_begin, row_end). A
+/// row of one tap of weight 1 (nearest) is copied.
 void kiln_f32_resize_axis__scalar(size_t outer, size_t n, size_t inner, const float *x, size_t m, size_t taps,
-                                  const int32_t *index, const float *weight, float *y);
+                                  const int32_t *index, const float *weight, float *y, size_t row_begin, size_t row_end);
 /// Adds columns (rows (c, ky, kx), one column per input pixel of h × w) into y [channels, oh, ow]:
 /// the scatter half of a transposed convolution.
 void kiln_f32_col2im__scalar(size_t channels, size_t h, size_t w, size_t kh, size_t kw, size_t sh, size_t sw, size_t dh,

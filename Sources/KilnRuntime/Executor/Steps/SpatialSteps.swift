@@ -53,14 +53,22 @@ struct ResizeStep: StepKernel {
         let halfBytes = (half * 4 + 63) / 64 * 64
         context.scratch(2 * halfBytes)
         let scratchSlot = context.scratchSlot
+        // Each pass's output rows split across threads (contiguous ranges: a channels-last image's
+        // rows of pixels), one pass after another.
+        let parts = passes.map { p in splitRanges(p.outer * p.m, parts: p.outer * p.m * p.inner < 1 << 15 ? 1 : workChunks(context.threads)) }
+        let threads = context.threads
         return BoundStep { slots in
             if passes.isEmpty { y.pointer(slots).copyMemory(from: x.pointer(slots), byteCount: y.byteCount); return }
             var source = UnsafePointer(x.floats(slots))
             for (k, p) in passes.enumerated() {
                 let target = k == passes.count - 1 ? y.floats(slots) : (slots[scratchSlot] + (k % 2) * halfBytes).assumingMemoryBound(to: Float.self)
+                let ranges = parts[k]
                 p.index.withUnsafeBufferPointer { index in
                     p.weight.withUnsafeBufferPointer { weight in
-                        kiln_f32_resize_axis__scalar(p.outer, p.n, p.inner, source, p.m, p.taps, index.baseAddress, weight.baseAddress, target)
+                        parallelFor(ranges.count, threads: threads) { i in
+                            kiln_f32_resize_axis__scalar(p.outer, p.n, p.inner, source, p.m, p.taps, index.baseAddress, weight.baseAddress, target,
+                                                         ranges[i].lowerBound, ranges[i].upperBound)
+                        }
                     }
                 }
                 source = UnsafePointer(target)
