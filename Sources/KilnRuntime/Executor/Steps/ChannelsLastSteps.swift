@@ -372,12 +372,14 @@ struct WinogradNHWCStep: StepKernel, @unchecked Sendable {
         guard residual == nil || ldc == m else { throw OpError("a residual needs a dense output") }
         let tiles = (oh + 1) / 2 * ((ow + 1) / 2)
         let threads = context.threads
-        // Threads split the tiles (a few chunks each), or, when all tiles fit one block, the output
-        // channels: each thread then transforms every patch but streams only its share of the
-        // transformed weight, which is larger than the patches on such small maps. Each chunk has its own scratch.
+        // Threads split the tiles (a few chunks each), or, when all tiles fit one block and the
+        // transformed weight is too large for L2, the output channels: each thread then transforms
+        // every patch but streams only its share of the weight, which is larger than the patches on
+        // such small maps. Each chunk has its own scratch.
         let panels = (m + Int(gemms[0].nr) - 1) / Int(gemms[0].nr)
         let parts = threads > 1 ? workChunks(threads) : 1
-        let byPanels = tiles <= Self.blockTiles && panels >= 2 && threads > 1
+        let weightBytes = 16 * panels * c * Int(gemms[0].nr) * 4
+        let byPanels = tiles <= Self.blockTiles && panels >= 2 && threads > 1 && weightBytes > 1 << 19
         let chunks: [(tiles: Range<Int>, panels: Range<Int>)] = byPanels
             ? splitRanges(panels, parts: parts).map { (0 ..< tiles, $0) }
             : splitRanges(tiles, parts: parts, align: mr).map { ($0, 0 ..< panels) }
