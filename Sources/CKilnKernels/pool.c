@@ -28,6 +28,8 @@ static pthread_once_t kiln_pool_once = PTHREAD_ONCE_INIT;
 static _Atomic uint32_t kiln_pool_generation_now;
 static _Atomic uint64_t kiln_pool_range[KILN_POOL_MAX_THREADS];
 static _Atomic size_t kiln_pool_done;
+// Participants of the current job (the caller and workers 1 … limit - 1); the other workers sit it out.
+static _Atomic size_t kiln_pool_limit;
 static kiln_task_fn _Atomic kiln_pool_fn;
 static void *_Atomic kiln_pool_ctx;
 static size_t kiln_pool_workers;
@@ -59,8 +61,7 @@ static inline long kiln_pool_claim(size_t r, uint32_t generation, int steal) {
     }
 }
 
-static void kiln_pool_drain(uint32_t generation, size_t self) {
-    const size_t participants = kiln_pool_workers + 1;
+static void kiln_pool_drain(uint32_t generation, size_t self, size_t participants) {
     long i;
     while ((i = kiln_pool_claim(self, generation, 0)) >= 0) {
         atomic_load(&kiln_pool_fn)(atomic_load(&kiln_pool_ctx), (size_t)i);
@@ -92,7 +93,10 @@ static void *kiln_pool_worker(void *arg) {
             break;
         }
         seen = g;
-        kiln_pool_drain(g, self);
+        // The limit was stored before the generation was published, so it is this job's (or a
+        // later one's, whose ranges this generation cannot claim).
+        const size_t limit = atomic_load(&kiln_pool_limit);
+        if (self < limit) kiln_pool_drain(g, self, limit);
     }
     return NULL;
 }
@@ -111,15 +115,17 @@ static void kiln_pool_start(void) {
     }
 }
 
-void kiln_parallel_for(size_t count, kiln_task_fn fn, void *ctx) {
+void kiln_parallel_for(size_t count, kiln_task_fn fn, void *ctx) { kiln_parallel_for_threads(count, SIZE_MAX, fn, ctx); }
+
+void kiln_parallel_for_threads(size_t count, size_t threads, kiln_task_fn fn, void *ctx) {
     pthread_once(&kiln_pool_once, kiln_pool_start);
-    if (count <= 1 || count > KILN_POOL_MAX_COUNT || kiln_pool_workers == 0 || pthread_mutex_trylock(&kiln_pool_job) != 0) {
+    if (count <= 1 || threads <= 1 || count > KILN_POOL_MAX_COUNT || kiln_pool_workers == 0 || pthread_mutex_trylock(&kiln_pool_job) != 0) {
         for (size_t i = 0; i < count; i++) fn(ctx, i);
         return;
     }
     // Only the holder of kiln_pool_job publishes jobs, so the generation moves only here.
     const uint32_t generation = (kiln_pool_generation() + 1) & 0xFFFFFF;
-    const size_t participants = kiln_pool_workers + 1;
+    const size_t participants = threads < kiln_pool_workers + 1 ? threads : kiln_pool_workers + 1;
     atomic_store(&kiln_pool_fn, fn);
     atomic_store(&kiln_pool_ctx, ctx);
     atomic_store(&kiln_pool_done, 0);
@@ -129,11 +135,12 @@ void kiln_parallel_for(size_t count, kiln_task_fn fn, void *ctx) {
         const size_t front = r < owners ? count * r / owners : 0, back = r < owners ? count * (r + 1) / owners : 0;
         atomic_store(&kiln_pool_range[r], kiln_pool_word(generation, front, back));
     }
+    atomic_store(&kiln_pool_limit, participants);
     pthread_mutex_lock(&kiln_pool_wake);
     atomic_store(&kiln_pool_generation_now, generation);
     pthread_cond_broadcast(&kiln_pool_cond);
     pthread_mutex_unlock(&kiln_pool_wake);
-    kiln_pool_drain(generation, 0);
+    kiln_pool_drain(generation, 0, participants);
     while (atomic_load(&kiln_pool_done) < count) kiln_pause();
     pthread_mutex_unlock(&kiln_pool_job);
 }

@@ -53,6 +53,8 @@ typedef void (*kiln_task_fn)(void *ctx, size_t index);
 /// Runs fn(ctx, i) for i in [0, count) on the calling thread and the pool's workers (one per
 /// further core, started on first use). One loop at a time; a busy pool runs the loop inline.
 void kiln_parallel_for(size_t count, kiln_task_fn fn, void *ctx);
+/// As `kiln_parallel_for` on at most `threads` threads (the caller and workers 1 … threads - 1).
+void kiln_parallel_for_threads(size_t count, size_t threads, kiln_task_fn fn, void *ctx);
 
 
 // MARK: GEMM

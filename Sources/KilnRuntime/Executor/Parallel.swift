@@ -1,7 +1,7 @@
 import CKilnKernels
 
-/// Runs `body(i)` for `i` in `0..<count` on the kernel thread pool (`kiln_parallel_for`),
-/// or inline when `threads` is 1. The bodies must write disjoint memory (each kernel chunk
+/// Runs `body(i)` for `i` in `0..<count` on at most `threads` threads of the kernel thread pool
+/// (`kiln_parallel_for_threads`), or inline when `threads` is 1. The bodies must write disjoint memory (each kernel chunk
 /// owns its output rows or columns); threads claim indices one at a time, so `count` may exceed
 /// `threads` (see ``workChunks(_:)``).
 @inline(__always)
@@ -13,7 +13,7 @@ func parallelFor(_ count: Int, threads: Int, _ body: (Int) -> Void) {
     withoutActuallyEscaping(body) { body in
         var closure = body
         withUnsafeMutablePointer(to: &closure) { p in
-            kiln_parallel_for(count, { ctx, i in
+            kiln_parallel_for_threads(count, threads, { ctx, i in
                 ctx!.assumingMemoryBound(to: ((Int) -> Void).self).pointee(Int(i))
             }, p)
         }
