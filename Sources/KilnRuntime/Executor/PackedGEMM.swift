@@ -123,7 +123,7 @@ struct PackedGEMM: @unchecked Sendable {
         guard m * n * max(k, 1) >= 1 << 15, threads > 1 else { return [(0 ..< m, 0 ..< panels)] }
         let parts = workChunks(threads)
         let weightBytes = k * panels * b.nr * 4
-        let byRows = panels < threads || (m >= 2 * mr * threads && weightBytes <= 1 << 19)
+        let byRows = panels < threads || (m >= 2 * mr * threads && weightBytes <= l2WeightBytes)
         return byRows
             ? splitRanges(m, parts: parts, align: mr).map { ($0, 0 ..< panels) }
             : splitRanges(panels, parts: parts).map { (0 ..< m, $0) }

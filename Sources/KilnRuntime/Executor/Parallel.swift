@@ -1,9 +1,10 @@
 import CKilnKernels
 
 /// Runs `body(i)` for `i` in `0..<count` on at most `threads` threads of the kernel thread pool
-/// (`kiln_parallel_for_threads`), or inline when `threads` is 1. The bodies must write disjoint memory (each kernel chunk
-/// owns its output rows or columns); threads claim indices one at a time, so `count` may exceed
-/// `threads` (see ``workChunks(_:)``).
+/// (`kiln_parallel_for_threads`), or inline when `threads` is 1. The bodies must write disjoint
+/// memory (each kernel chunk owns its output rows or columns). Each thread owns a contiguous home
+/// range of the indices and then steals from the others', so `count` may exceed `threads` (see
+/// ``workChunks(_:)``), and steps that cut their output rows alike keep each band on one core.
 @inline(__always)
 func parallelFor(_ count: Int, threads: Int, _ body: (Int) -> Void) {
     if count <= 1 || threads <= 1 {
@@ -19,6 +20,11 @@ func parallelFor(_ count: Int, threads: Int, _ body: (Int) -> Void) {
         }
     }
 }
+
+/// A weight up to this size stays in each thread's L2 while the thread streams its own rows of
+/// the activations, so threads split rows; a larger one with enough panels is split by panels,
+/// each thread streaming only its share.
+let l2WeightBytes = 1 << 19
 
 /// Chunks a large kernel's work is cut into for `threads` threads: a few per thread, claimed
 /// one at a time, so a thread that loses its core for a while (a busy shared machine, another

@@ -232,7 +232,7 @@ extension ConvNHWCStep {
         // Threads split the pixels, unless the weight is too large for L2 and has enough panels to
         // share: then each thread streams only its half of it.
         let weightBytes = weights.k * panelCount * weights.b.nr * 4
-        let byRows = panelCount < 2 * parts || (pixels >= 2 * mr * parts && weightBytes <= 1 << 19)
+        let byRows = panelCount < 2 * parts || (pixels >= 2 * mr * parts && weightBytes <= l2WeightBytes)
         // Row splits walk pixel tiles outer (panels stay in each thread's L2), so finer chunks
         // cost nothing and even out threads that run at different speeds.
         let tiles = (pixels + mr - 1) / mr
@@ -379,7 +379,7 @@ struct WinogradNHWCStep: StepKernel, @unchecked Sendable {
         let panels = (m + Int(gemms[0].nr) - 1) / Int(gemms[0].nr)
         let parts = threads > 1 ? workChunks(threads) : 1
         let weightBytes = 16 * panels * c * Int(gemms[0].nr) * 4
-        let byPanels = tiles <= Self.blockTiles && panels >= 2 && threads > 1 && weightBytes > 1 << 19
+        let byPanels = tiles <= Self.blockTiles && panels >= 2 && threads > 1 && weightBytes > l2WeightBytes
         let chunks: [(tiles: Range<Int>, panels: Range<Int>)] = byPanels
             ? splitRanges(panels, parts: parts).map { (0 ..< tiles, $0) }
             : splitRanges(tiles, parts: parts, align: mr).map { ($0, 0 ..< panels) }
