@@ -20,7 +20,7 @@ final class MalformedPackageTests: XCTestCase {
         "cycle": ("manifest.pb", "op 'relu1': cycle: relu1 → fc2 → relu2 → relu1"),
         "use-before-definition": ("manifest.pb", "op 'fc2': input 'relu1' is used before its definition by op 'relu1'"),
         "duplicate-value-name": ("manifest.pb", "op 'relu2': value 'relu1' is defined more than once"),
-        "huge-dimension": ("manifest.pb", "'features': shape [batch, 4611686018427387904] overflows Int"),
+        "huge-dimension": ("manifest.pb", "'features': shape [batch, 4611686018427387904] is too large"),
         "unknown-op-type": ("manifest.pb", "unknown op type 'frobnicate'"),
         "attribute-type": ("manifest.pb", "attribute 'axis' must be int, got string"),
         "undefined-output": ("manifest.pb", "returns value 'nowhere', which is not defined"),

@@ -234,6 +234,53 @@ final class PassTests: XCTestCase {
         XCTAssertNil(unit3.model.functions[0].operations[0].attributes["channels_last"])
     }
 
+    /// A binary op between a channels-last activation and a tensor of run-time dims (a
+    /// streaming cache, an image of dynamic size) once trapped on dim arithmetic that stood in
+    /// `Int.max` for the unknown size. The layout pass leaves such an op channels-first, and the
+    /// whole compile and both runs agree with the interpreter, for sizes that broadcast and not.
+    func testBinaryWithRunTimeDimsBesideChannelsLast() async throws {
+        var b = ModelBuilder(name: "streaming")
+        let w1 = try b.addWeight("w1", shape: [8, 3, 3, 3], values: values(216, 1))
+        let w2 = try b.addWeight("w2", shape: [8, 8, 3, 3], values: values(576, 2))
+        let w3 = try b.addWeight("w3", shape: [8, 8, 1, 1], values: values(64, 3))
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [1, 3, 8, 8]))
+        let cache = f.input("cache", TensorType(.float32, [1, 8, "h", "w"]))
+        let gate = f.input("gate", TensorType(.float32, ["n", "c", 1, 1]))
+        let c1 = try f.apply1("relu", [try f.apply1("conv", [x, f.use(w1)], ["pads": .ints([1, 1, 1, 1])], name: "conv1")], name: "relu1")
+        let c2 = try f.apply1("conv", [c1, f.use(w2)], ["pads": .ints([1, 1, 1, 1])], name: "conv2")
+        let mixed = try f.apply1("add", [c2, cache], name: "mix")
+        let gated = try f.apply1("mul", [mixed, gate], name: "gated")
+        f.output("y", try f.apply1("conv", [gated, f.use(w3)], name: "conv3"))
+        try b.add(f)
+        let model = try b.build()
+
+        var unit = CompilationUnit(model: model, arch: x86)
+        try ChannelsLastLayout().apply(to: &unit)
+        try DeadCodeElimination().apply(to: &unit)
+        XCTAssertNoThrow(try unit.model.validate())
+        let ops = unit.model.functions[0].operations
+        XCTAssertEqual(ops.first { $0.name == "mix" }?.outputs[0].type.rank, 4)
+
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for (h, w) in [(8, 8), (1, 8), (1, 1)] {
+            let inputs = ["x": NDArray(shape: [1, 3, 8, 8], scalars: values(192, 4)),
+                          "cache": NDArray(shape: [1, 8, h, w], scalars: values(8 * h * w, 5)),
+                          "gate": NDArray(shape: [1, 8, 1, 1], scalars: values(8, 6))]
+            let want = try run(model, inputs)["y"]!.scalars(as: Float.self)
+            let got = try run(unit.model, inputs)["y"]!.scalars(as: Float.self)
+            XCTAssertEqual(got.count, want.count)
+            for (g, e) in zip(got, want) { XCTAssertEqual(g, e, accuracy: 1e-5) }
+            for arch in Architecture.all {
+                let path = "\(dir)/m.\(arch.name).compiled"
+                try compileArtifact(model, arch, to: path)
+                guard arch.isRunnableOnHost else { continue }
+                _ = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: inputs, label: "\(arch.name) cache \(h)x\(w)")
+            }
+        }
+    }
+
     /// A TensorFlow-style `pad → transpose → conv` after the layout pass: the pad folds into the
     /// convolution's pads; a reflect pad and a pad of the channel dim stay.
     func testPadFolding() throws {

@@ -341,13 +341,14 @@ public struct ChannelsLastLayout: CompilerPass {
                     if let t = twin[v] { inputs.append(t); continue }
                     if unit.weight(v) != nil, let w = try transposedWeight(v, &unit) { inputs.append(w); continue }
                     guard let type = types[v] else { return false }
-                    if let shape = type.staticShape, shape.reduce(1, *) == 1 {
+                    if type.elementCount == 1 {
                         inputs.append(first(v, for: op)) // a scalar broadcasts the same either way
                         continue
                     }
                     // Small activations only (a squeeze-excitation's [N, C, 1, 1]): their transpose is cheap.
-                    let plane = type.rank == 4 ? (type.shape[2].size ?? 0) * (type.shape[3].size ?? 0) : 0
-                    let small = plane == 1 || (type.staticShape.map { $0.reduce(1, *) } ?? Int.max) * 8 <= (y.type.staticShape?.reduce(1, *) ?? 0)
+                    // A tensor of run-time dims is not known to be small: it stays channels-first.
+                    let planeIsOne = type.rank == 4 && type.shape[2].size == 1 && type.shape[3].size == 1
+                    let small = planeIsOne || type.elementCount.map { n in y.type.elementCount.map { n <= $0 / 8 } ?? false } ?? false
                     guard type.rank == 4, small, let t = last(first(v, for: op), make: true, for: op) else { return false }
                     inputs.append(t)
                 }

@@ -58,8 +58,8 @@ enum Validation {
         for (i, d) in shape.enumerated() where d < 0 {
             throw PackageError(field: field, reason: "dim \(i) is negative (\(d))")
         }
-        guard let n = elementCount(shape), let bytes = dtype.byteCount(elements: n) else {
-            throw PackageError(field: field, reason: "shape \(shape) overflows Int (too many elements)")
+        guard shapeExtent(shape) != nil, let n = elementCount(shape), let bytes = dtype.byteCount(elements: n) else {
+            throw PackageError(field: field, reason: "shape \(shape) is too large (over 2^48 elements, zero dims counted as one)")
         }
         return bytes
     }
@@ -77,8 +77,8 @@ enum Validation {
                 try text(s, field)
             }
         }
-        guard let n = elementCount(fixed), t.dtype.byteCount(elements: n) != nil else {
-            throw PackageError(field: field, reason: "shape [\(t.shape.map(\.displayText).joined(separator: ", "))] overflows Int (too many elements)")
+        guard shapeExtent(fixed) != nil, let n = elementCount(fixed), t.dtype.byteCount(elements: n) != nil else {
+            throw PackageError(field: field, reason: "shape [\(t.shape.map(\.displayText).joined(separator: ", "))] is too large (over 2^48 elements, zero dims counted as one)")
         }
     }
 

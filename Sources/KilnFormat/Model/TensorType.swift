@@ -59,6 +59,10 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
         return dims
     }
 
+    /// The number of elements when every dimension is fixed, else `nil`. A validated type's
+    /// count never overflows (see ``shapeExtent(_:)``).
+    public var elementCount: Int? { staticShape.flatMap(KilnFormat.elementCount) }
+
     /// `float32[batch, 64]`.
     public var description: String {
         "\(dtype.rawValue)[\(shape.map(\.displayText).joined(separator: ", "))]"
@@ -74,6 +78,30 @@ public func elementCount(_ shape: [Int]) -> Int? {
         guard d >= 0 else { return nil }
         let (p, overflow) = total.multipliedReportingOverflow(by: d)
         if overflow { return nil }
+        total = p
+    }
+    return total
+}
+
+/// The most elements a tensor may hold: 2^48 (a petabyte of float32, far past any memory).
+///
+/// Validation refuses a fixed shape whose ``shapeExtent(_:)`` passes it, so every product of
+/// any subset of a valid shape's fixed dims stays below 2^48, and the compiler's and runtime's
+/// dim arithmetic (such products times a tile, a byte size or a small factor) cannot overflow
+/// `Int`. Dims bound at run time come from tensors that exist in memory.
+public let maximumTensorElements = 1 << 48
+
+/// The product of a shape's dims with zero dims counted as one: the largest product of any
+/// subset of them.
+/// - Parameter shape: Dimension sizes.
+/// - Returns: The product, or `nil` when a size is negative or the product passes
+///   ``maximumTensorElements``.
+public func shapeExtent(_ shape: [Int]) -> Int? {
+    var total = 1
+    for d in shape {
+        guard d >= 0 else { return nil }
+        let (p, overflow) = total.multipliedReportingOverflow(by: max(d, 1))
+        guard !overflow, p <= maximumTensorElements else { return nil }
         total = p
     }
     return total

@@ -115,12 +115,15 @@ public enum OpSet {
         return t.shape[0].size
     }
 
-    /// Product of dims, or an anonymous dim when any is dynamic.
+    /// Product of dims, or an anonymous dim when any is dynamic (or the product is past
+    /// ``maximumTensorElements``, which validation then refuses).
     static func product(_ dims: ArraySlice<Dimension>) -> Dimension {
         var p = 1
         for d in dims {
             guard let n = d.size else { return .unknown }
-            p = p &* n
+            let (q, overflow) = p.multipliedReportingOverflow(by: n)
+            guard !overflow, q <= maximumTensorElements else { return .unknown }
+            p = q
         }
         return .size(p)
     }
