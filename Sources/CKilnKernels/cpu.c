@@ -115,3 +115,14 @@ uint32_t kiln_cpu_features(void) {
     }
     return __atomic_load_n(&kiln_cpu_cached, __ATOMIC_RELAXED);
 }
+
+#define KILN_ISA_FEATURES(NAME, name, features) features,
+static const uint32_t kiln_isa_feature_bits[] = {KILN_ISAS(KILN_ISA_FEATURES)};
+#undef KILN_ISA_FEATURES
+#define KILN_ISA_NAME(NAME, name, features) #name,
+static const char *const kiln_isa_names[] = {KILN_ISAS(KILN_ISA_NAME)};
+#undef KILN_ISA_NAME
+
+uint32_t kiln_isa_features(int isa) { return isa >= 0 && isa < KILN_ISA_COUNT ? kiln_isa_feature_bits[isa] : ~0u; }
+
+const char *kiln_isa_name(int isa) { return isa >= 0 && isa < KILN_ISA_COUNT ? kiln_isa_names[isa] : NULL; }

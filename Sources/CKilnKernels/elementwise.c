@@ -18,6 +18,25 @@ void kiln_f32_unary__avx2(int op, size_t n, const float *x, float *y, float alph
 }
 #endif
 
+// The names of kiln_unary.inc, indexed by code.
+#define KILN_UNARY(NAME, name, code, scalar, in_registers) [code] = #name,
+static const char *const kiln_unary_names[] = {
+#include "kiln_unary.inc"
+};
+#undef KILN_UNARY
+
+int kiln_unary_count(void) { return (int)(sizeof kiln_unary_names / sizeof kiln_unary_names[0]) - 1; }
+
+const char *kiln_unary_name(int code) {
+    return code > 0 && code <= kiln_unary_count() ? kiln_unary_names[code] : NULL;
+}
+
+int kiln_unary_code(const char *name) {
+    for (int code = 1; code <= kiln_unary_count(); code++)
+        if (kiln_unary_names[code] && strcmp(kiln_unary_names[code], name) == 0) return code;
+    return KILN_UNARY_NONE;
+}
+
 void kiln_f32_epilogue(size_t m, size_t n, float *c, size_t ldc, const float *bias, const kiln_epilogue *e) {
     if (e) kiln_tile_epilogue(m, n, c, ldc, bias, NULL, e);
 }

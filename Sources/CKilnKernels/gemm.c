@@ -53,51 +53,56 @@ void kiln_f32_gemm_4x16__scalar(KILN_UKERNEL_PARAMS) { kiln_ukernel_scalar(4, 16
 void kiln_q_gemm_4x8__scalar(KILN_Q_UKERNEL_PARAMS) { kiln_q_gemm_chunked(kiln_f32_gemm_4x8__scalar, 4, mr, nc, k, a, lda, b, panel, c, ldc, t); }
 void kiln_q_gemm_4x16__scalar(KILN_Q_UKERNEL_PARAMS) { kiln_q_gemm_chunked(kiln_f32_gemm_4x16__scalar, 4, mr, nc, k, a, lda, b, panel, c, ldc, t); }
 
-typedef struct {
-    const char *name;
-    kiln_f32_gemm_ukernel fn;
-    size_t mr, nr;
-    uint32_t feature;
-    kiln_packed_b_ukernel q;
-} kiln_ukernel_entry;
-
-// Each float32 tile's compressed-B kernel: the f32 name with its "f32_" stem as "q_".
-#define KILN_ENTRY(name, mr, nr, feature) {#name, kiln_##name, mr, nr, feature, {kiln_q_##name}},
-#define kiln_q_f32_gemm_6x16__avx2 kiln_q_gemm_6x16__avx2
-#define kiln_q_f32_gemm_8x32__avx512 kiln_q_gemm_8x32__avx512
-#define kiln_q_f32_gemm_4x8__neon kiln_q_gemm_4x8__neon
-static const kiln_ukernel_entry kiln_ukernels[] = {
-    {"f32_gemm_4x8__scalar", kiln_f32_gemm_4x8__scalar, 4, 8, 0, {kiln_q_gemm_4x8__scalar}},
-    {"f32_gemm_4x16__scalar", kiln_f32_gemm_4x16__scalar, 4, 16, 0, {kiln_q_gemm_4x16__scalar}},
+// Where a row of kiln_gemm.inc is built, its entry points; elsewhere NULL.
+#define KILN_BUILT_ANY(f) f
 #if defined(__x86_64__)
-    KILN_F32_GEMM_UKERNELS_X86(KILN_ENTRY)
+#define KILN_BUILT_X86(f) f
+#else
+#define KILN_BUILT_X86(f) NULL
 #endif
 #if defined(__aarch64__)
-    KILN_F32_GEMM_UKERNELS_ARM(KILN_ENTRY)
+#define KILN_BUILT_ARM(f) f
+#else
+#define KILN_BUILT_ARM(f) NULL
 #endif
-};
-#undef KILN_ENTRY
+#define KILN_IGEMM_1(f) f
+#define KILN_IGEMM_0(f) NULL
 
-static const kiln_ukernel_entry *kiln_ukernel_entry_named(const char *name) {
+#define KILN_GEMM(MR, NR, ISA, isa, BUILT, igemm) \
+    {"f32_gemm_" #MR "x" #NR "__" #isa, MR, NR, KILN_ISA_##ISA, KILN_BUILT_##BUILT(kiln_f32_gemm_##MR##x##NR##__##isa), \
+     {KILN_BUILT_##BUILT(kiln_q_gemm_##MR##x##NR##__##isa)}, KILN_BUILT_##BUILT(KILN_IGEMM_##igemm(kiln_f32_igemm_##MR##x##NR##__##isa)), igemm},
+static const kiln_gemm_config kiln_gemm_configs[] = {
+#include "kiln_gemm.inc"
+};
+#undef KILN_GEMM
+
+size_t kiln_gemm_config_count(void) { return sizeof kiln_gemm_configs / sizeof kiln_gemm_configs[0]; }
+
+const kiln_gemm_config *kiln_gemm_config_at(size_t i) { return i < kiln_gemm_config_count() ? &kiln_gemm_configs[i] : NULL; }
+
+// The row of this name that this build has and this host can run.
+static const kiln_gemm_config *kiln_gemm_config_named(const char *name) {
     const uint32_t have = kiln_cpu_features();
-    for (size_t i = 0; i < sizeof(kiln_ukernels) / sizeof(kiln_ukernels[0]); i++) {
-        const kiln_ukernel_entry *e = &kiln_ukernels[i];
-        if (strcmp(e->name, name) == 0) return (have & e->feature) == e->feature ? e : NULL;
+    for (size_t i = 0; i < kiln_gemm_config_count(); i++) {
+        const kiln_gemm_config *e = &kiln_gemm_configs[i];
+        if (strcmp(e->name, name) != 0) continue;
+        const uint32_t need = kiln_isa_features(e->isa);
+        return e->f32 && (have & need) == need ? e : NULL;
     }
     return NULL;
 }
 
 const kiln_packed_b_ukernel *kiln_q_gemm_ukernel_named(const char *name) {
-    const kiln_ukernel_entry *e = kiln_ukernel_entry_named(name);
+    const kiln_gemm_config *e = kiln_gemm_config_named(name);
     return e ? &e->q : NULL;
 }
 
 kiln_f32_gemm_ukernel kiln_f32_gemm_ukernel_named(const char *name, size_t *mr, size_t *nr) {
-    const kiln_ukernel_entry *e = kiln_ukernel_entry_named(name);
+    const kiln_gemm_config *e = kiln_gemm_config_named(name);
     if (!e) return NULL;
     *mr = e->mr;
     *nr = e->nr;
-    return e->fn;
+    return e->f32;
 }
 
 void kiln_f32_pack_b(size_t k, size_t n, size_t nr, const float *b, size_t ldb, size_t cs, float *packed) {

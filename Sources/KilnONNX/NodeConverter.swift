@@ -7,8 +7,12 @@ struct NodeConverter {
 
     init(_ conversion: Conversion) { c = conversion }
 
-    /// ONNX operators (domain ai.onnx) the importer converts.
-    static let supported: Set<String> = Set(direct.keys).union([
+    /// ONNX operators (domain ai.onnx) the importer converts: the registry's one-to-one names
+    /// and those with a handler of their own.
+    static let supported: Set<String> = Set(direct.keys).union(handled).union(filtered.keys)
+
+    /// ONNX operators converted by a handler of their own (not one to one).
+    static let handled: Set<String> = Set([
         "Identity", "Dropout", "Constant", "Clip", "Cast", "Gemm", "Conv", "ConvTranspose", "BatchNormalization",
         "InstanceNormalization", "LayerNormalization", "Softmax", "LogSoftmax", "MaxPool", "AveragePool",
         "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceL1", "ReduceSumSquare",
@@ -17,7 +21,7 @@ struct NodeConverter {
         "Unsqueeze", "Split", "Slice", "Expand", "Tile", "Pad", "Resize", "Upsample", "TopK", "CumSum",
         "ConstantOfShape", "Shape", "Size", "Range", "Flatten", "Concat", "Gather", "Transpose", "LSTM", "GRU", "RNN", "LpPool",
         "If", "Loop", "Scan",
-    ]).union(filtered.keys).union(["HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "BitCast", "GroupNormalization", "DFT", "STFT",
+    ]).union(["HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "BitCast", "GroupNormalization", "DFT", "STFT",
              "SimplifiedLayerNormalization"])
 
     /// Operators converted one to one with the listed attributes (others ignored: stash types,
@@ -47,25 +51,8 @@ struct NodeConverter {
                                                  "ngram_indexes", "pool_int64s", "weights"]),
     ]
 
-    /// Operators whose attributes carry over unchanged.
-    static let direct: [String: String] = [
-        "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Sqrt": "sqrt", "Reciprocal": "reciprocal",
-        "Exp": "exp", "Log": "log", "Erf": "erf", "Tanh": "tanh", "Sigmoid": "sigmoid", "Relu": "relu",
-        "LeakyRelu": "leaky_relu", "HardSigmoid": "hard_sigmoid", "HardSwish": "hard_swish", "Gelu": "gelu",
-        "Abs": "abs", "Neg": "neg", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Max": "max", "Min": "min",
-        "Mean": "mean", "Sum": "sum", "Where": "where", "Equal": "equal", "Less": "less", "LessOrEqual": "less_or_equal",
-        "Greater": "greater", "GreaterOrEqual": "greater_or_equal", "And": "and", "Or": "or", "Not": "not", "Xor": "xor",
-        "IsNaN": "is_nan", "IsInf": "is_inf", "MatMul": "matmul", "GlobalAveragePool": "global_average_pool",
-        "GlobalMaxPool": "global_max_pool", "ArgMax": "argmax", "ArgMin": "argmin", "GatherElements": "gather_elements",
-        "GatherND": "gather_nd", "ScatterND": "scatter_nd", "DepthToSpace": "depth_to_space",
-        "SpaceToDepth": "space_to_depth", "Einsum": "einsum",
-        "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh",
-        "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh", "Softplus": "softplus", "Softsign": "softsign", "Mish": "mish",
-        "Sign": "sign", "Elu": "elu", "Celu": "celu", "Selu": "selu", "ThresholdedRelu": "thresholded_relu", "Shrink": "shrink",
-        "Mod": "mod", "BitShift": "bit_shift", "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor",
-        "BitwiseNot": "bitwise_not", "PRelu": "prelu", "Attention": "attention", "RotaryEmbedding": "rotary_embedding", "DynamicQuantizeLinear": "dynamic_quantize_linear",
-        "MatMulInteger": "matmul_integer", "QLinearMatMul": "qlinear_matmul",
-    ]
+    /// Operators whose attributes carry over unchanged: the op registry's ONNX names.
+    static let direct: [String: String] = OpSet.onnxDirect
 
     /// Kiln's name of each ONNX reduction.
     static let reductions: [String: String] = [

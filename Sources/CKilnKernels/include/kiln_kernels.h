@@ -25,6 +25,17 @@ enum {
     KILN_CPU_ARM_DOTPROD = 1u << 9, // NEON + dot product + half-precision arithmetic
 };
 
+/// The instruction sets kernels are built for, each with the CPU features (KILN_CPU_*) a host
+/// needs to run its kernels: the one list (Kiln's `ISA` maps its cases to these codes).
+#define KILN_ISAS(X) X(SCALAR, scalar, 0u) X(AVX2, avx2, KILN_CPU_X86_V3) X(AVX512, avx512, KILN_CPU_X86_V4) X(NEON, neon, KILN_CPU_NEON)
+#define KILN_DECLARE_ISA(NAME, name, features) KILN_ISA_##NAME,
+enum { KILN_ISAS(KILN_DECLARE_ISA) KILN_ISA_COUNT };
+#undef KILN_DECLARE_ISA
+/// The CPU features ISA `isa` needs, or all bits for an unknown code.
+uint32_t kiln_isa_features(int isa);
+/// The name of ISA `isa` (`avx2`), or NULL.
+const char *kiln_isa_name(int isa);
+
 /// The host's feature bits (detected once; thread-safe).
 uint32_t kiln_cpu_features(void);
 
@@ -59,17 +70,20 @@ void kiln_parallel_for_threads(size_t count, size_t threads, kiln_task_fn fn, vo
 
 // MARK: GEMM
 
-/// The unary functions, one list: elementwise `f32_unary` kernels and GEMM/convolution
-/// epilogues use the same codes (an epilogue's activation 0 means none). Parameters:
-/// hard_sigmoid clamp(alpha * x + beta, 0, 1); clip clamp(x, alpha, beta); leaky_relu slope alpha;
-/// silu x · sigmoid(x).
-#define KILN_UNARY_OPS(X) \
-    X(RELU, 1) X(HARD_SWISH, 2) X(HARD_SIGMOID, 3) X(GELU, 4) X(CLIP, 5) X(SIGMOID, 6) X(TANH, 7) \
-    X(EXP, 8) X(ERF, 9) X(SQRT, 10) X(RECIPROCAL, 11) X(NEG, 12) X(ABS, 13) X(GELU_TANH, 14) X(LOG, 15) \
-    X(LEAKY_RELU, 16) X(FLOOR, 17) X(CEIL, 18) X(ROUND, 19) X(IDENTITY, 20) X(SOFTPLUS, 21) X(SILU, 22)
-#define KILN_DECLARE_UNARY(name, code) KILN_UNARY_##name = code,
-enum { KILN_UNARY_NONE = 0, KILN_UNARY_OPS(KILN_DECLARE_UNARY) };
-#undef KILN_DECLARE_UNARY
+/// The unary functions (kiln_unary.inc): elementwise `f32_unary` kernels and GEMM/convolution
+/// epilogues use the same codes (an epilogue's activation 0 means none).
+#define KILN_UNARY(NAME, name, code, scalar, in_registers) KILN_UNARY_##NAME = code,
+enum { KILN_UNARY_NONE = 0,
+#include "kiln_unary.inc"
+};
+#undef KILN_UNARY
+
+/// The code of the unary function named `name` in kiln_unary.inc, or 0 (KILN_UNARY_NONE).
+int kiln_unary_code(const char *name);
+/// The name of unary function `code`, or NULL. Codes run from 1 to `kiln_unary_count()`.
+const char *kiln_unary_name(int code);
+/// The largest unary function code.
+int kiln_unary_count(void);
 
 /// How the weight operand B (K x N) is stored: in panels of `nr` columns, each panel
 /// K rows of `nr` entries (the last panel zero-padded).
@@ -148,15 +162,6 @@ typedef struct kiln_packed_b_ukernel {
 
 #define KILN_Q_UKERNEL_PARAMS size_t mr, size_t nc, size_t k, const float *a, size_t lda, const struct kiln_packed_b *b, \
     size_t panel, float *c, size_t ldc, const kiln_tile_args *t
-void kiln_q_gemm_4x8__scalar(KILN_Q_UKERNEL_PARAMS);
-void kiln_q_gemm_4x16__scalar(KILN_Q_UKERNEL_PARAMS);
-#if defined(__x86_64__)
-void kiln_q_gemm_6x16__avx2(KILN_Q_UKERNEL_PARAMS);
-void kiln_q_gemm_8x32__avx512(KILN_Q_UKERNEL_PARAMS);
-#endif
-#if defined(__aarch64__)
-void kiln_q_gemm_4x8__neon(KILN_Q_UKERNEL_PARAMS);
-#endif
 
 /// The compressed-B microkernel of the float32 microkernel `name` (same tile), or NULL.
 const kiln_packed_b_ukernel *kiln_q_gemm_ukernel_named(const char *name);
@@ -165,28 +170,8 @@ const kiln_packed_b_ukernel *kiln_q_gemm_ukernel_named(const char *name);
 /// value dequantized as the layout says.
 void kiln_unpack_b_rows(const struct kiln_packed_b *b, size_t p, size_t k0, size_t kc, float *out);
 
-/// The GEMM microkernels: name, rows, panel width, required feature bit.
-#define KILN_F32_GEMM_UKERNELS_X86(X) \
-    X(f32_gemm_6x16__avx2, 6, 16, KILN_CPU_X86_V3) \
-    X(f32_gemm_8x32__avx512, 8, 32, KILN_CPU_X86_V4)
-#define KILN_F32_GEMM_UKERNELS_ARM(X) \
-    X(f32_gemm_4x8__neon, 4, 8, KILN_CPU_NEON)
-
 #define KILN_UKERNEL_PARAMS size_t mr, size_t nc, size_t k, const float *a, size_t lda, const float *b, size_t ldb, float *c, \
     size_t ldc, const kiln_tile_args *t
-void kiln_f32_gemm_4x8__scalar(KILN_UKERNEL_PARAMS);
-void kiln_f32_gemm_4x16__scalar(KILN_UKERNEL_PARAMS);
-#if defined(__x86_64__)
-#define KILN_DECLARE_UKERNEL(name, mr, nr, feature) void kiln_##name(KILN_UKERNEL_PARAMS);
-KILN_F32_GEMM_UKERNELS_X86(KILN_DECLARE_UKERNEL)
-#undef KILN_DECLARE_UKERNEL
-#endif
-#if defined(__aarch64__)
-#define KILN_DECLARE_UKERNEL(name, mr, nr, feature) void kiln_##name(KILN_UKERNEL_PARAMS);
-KILN_F32_GEMM_UKERNELS_ARM(KILN_DECLARE_UKERNEL)
-#undef KILN_DECLARE_UKERNEL
-#endif
-
 /// An indirect microkernel: C[0..mr, 0..nc] = epilogue(A · B) with A's element (i, q·run + j) at
 /// rows[i][offsets[q] + j] (an implicit im2col: one base pointer per output pixel; K in runs of
 /// `run` contiguous elements, one offset per run: a window tap's channels, or a row of taps), B a
@@ -196,11 +181,31 @@ typedef void (*kiln_f32_igemm_ukernel)(size_t mr, size_t nc, size_t k, const flo
                                        const float *b, float *c, size_t ldc, const kiln_tile_args *t);
 #define KILN_IGEMM_PARAMS size_t mr, size_t nc, size_t k, const float *const *rows, const int32_t *offsets, size_t run, \
     const float *b, float *c, size_t ldc, const kiln_tile_args *t
-void kiln_f32_igemm_4x8__scalar(KILN_IGEMM_PARAMS);
-#if defined(__x86_64__)
-void kiln_f32_igemm_6x16__avx2(KILN_IGEMM_PARAMS);
-void kiln_f32_igemm_8x32__avx512(KILN_IGEMM_PARAMS);
-#endif
+
+// The microkernels of kiln_gemm.inc (a row's entry points are defined only where it is built).
+#define KILN_GEMM(MR, NR, ISA, isa, BUILT, igemm) \
+    void kiln_f32_gemm_##MR##x##NR##__##isa(KILN_UKERNEL_PARAMS); \
+    void kiln_q_gemm_##MR##x##NR##__##isa(KILN_Q_UKERNEL_PARAMS); \
+    void kiln_f32_igemm_##MR##x##NR##__##isa(KILN_IGEMM_PARAMS);
+#include "kiln_gemm.inc"
+#undef KILN_GEMM
+
+/// One microkernel of kiln_gemm.inc as this build has it: its tile, ISA and entry points (NULL
+/// where the row is not built for this CPU family, or has no indirect kernel).
+typedef struct kiln_gemm_config {
+    const char *name; // f32_gemm_6x16__avx2
+    size_t mr, nr;
+    int isa;          // KILN_ISA_*
+    kiln_f32_gemm_ukernel f32;
+    kiln_packed_b_ukernel q;
+    kiln_f32_igemm_ukernel igemm;
+    int has_igemm;    // the row has an indirect kernel (on the CPU family it is built for)
+} kiln_gemm_config;
+
+/// The rows of kiln_gemm.inc, in order.
+size_t kiln_gemm_config_count(void);
+/// Row `i` of kiln_gemm.inc, or NULL.
+const kiln_gemm_config *kiln_gemm_config_at(size_t i);
 
 /// Indirect GEMM over output pixels [m_begin, m_end) and panels [p_begin, p_end) of B: pixel r
 /// (oy = r / ow, ox = r % ow) reads its window at x + oy · row_step + ox · pixel_step plus

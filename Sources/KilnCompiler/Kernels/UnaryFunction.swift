@@ -1,52 +1,44 @@
 import CKilnKernels
 import KilnFormat
 
-/// The elementwise float32 functions that `f32_unary` kernels run and that GEMM and
-/// convolution epilogues apply: the one list, mapped once to the C codes (`KILN_UNARY_OPS`).
-/// The raw value is the name stored in a fused op's `kiln.activation` attribute.
-public enum UnaryFunction: String, Sendable, Hashable, CaseIterable {
-    case relu, hardSwish = "hard_swish", hardSigmoid = "hard_sigmoid", gelu, geluTanh = "gelu_tanh", clip, sigmoid, tanh
-    case exp, log, erf, sqrt, reciprocal, neg, abs, leakyRelu = "leaky_relu", floor, ceil, round, identity, softplus
-    /// `x · sigmoid(x)`: no op of its own; fused from `mul(x, sigmoid(x))` after a GEMM or convolution.
-    case silu
-
+/// A float32 function of CKilnKernels' kiln_unary.inc, which `f32_unary` kernels run and GEMM
+/// and convolution epilogues apply. Which op computes which function, with which parameters,
+/// and which functions fuse, is the op registry's (``UnaryMap``); the C list only gives each name
+/// its code. The name is the one stored in a fused op's `kiln.activation` attribute.
+public struct UnaryFunction: Sendable, Hashable, CustomStringConvertible {
+    /// The name in kiln_unary.inc.
+    public let name: String
     /// The C code (`KILN_UNARY_*`).
-    package var code: Int32 {
-        switch self {
-        case .relu: return Int32(KILN_UNARY_RELU)
-        case .hardSwish: return Int32(KILN_UNARY_HARD_SWISH)
-        case .hardSigmoid: return Int32(KILN_UNARY_HARD_SIGMOID)
-        case .gelu: return Int32(KILN_UNARY_GELU)
-        case .geluTanh: return Int32(KILN_UNARY_GELU_TANH)
-        case .clip: return Int32(KILN_UNARY_CLIP)
-        case .sigmoid: return Int32(KILN_UNARY_SIGMOID)
-        case .tanh: return Int32(KILN_UNARY_TANH)
-        case .exp: return Int32(KILN_UNARY_EXP)
-        case .log: return Int32(KILN_UNARY_LOG)
-        case .erf: return Int32(KILN_UNARY_ERF)
-        case .sqrt: return Int32(KILN_UNARY_SQRT)
-        case .reciprocal: return Int32(KILN_UNARY_RECIPROCAL)
-        case .neg: return Int32(KILN_UNARY_NEG)
-        case .abs: return Int32(KILN_UNARY_ABS)
-        case .leakyRelu: return Int32(KILN_UNARY_LEAKY_RELU)
-        case .floor: return Int32(KILN_UNARY_FLOOR)
-        case .ceil: return Int32(KILN_UNARY_CEIL)
-        case .round: return Int32(KILN_UNARY_ROUND)
-        case .identity: return Int32(KILN_UNARY_IDENTITY)
-        case .softplus: return Int32(KILN_UNARY_SOFTPLUS)
-        case .silu: return Int32(KILN_UNARY_SILU)
-        }
+    package let code: Int32
+
+    /// The function of this name in kiln_unary.inc, or `nil`.
+    /// - Parameter name: A function name (`relu`, `gelu_tanh`).
+    public init?(named name: String) {
+        let code = kiln_unary_code(name)
+        guard code != 0 else { return nil }
+        self.name = name
+        self.code = code
     }
 
-    /// Whether a GEMM or convolution epilogue may apply it (the activations networks fuse).
-    public var isActivation: Bool {
-        switch self {
-        case .relu, .hardSwish, .hardSigmoid, .gelu, .geluTanh, .clip, .sigmoid, .tanh, .leakyRelu, .silu: return true
-        default: return false
-        }
+    /// Every function of kiln_unary.inc, by code.
+    public static let all: [UnaryFunction] = (1 ... Int(kiln_unary_count())).compactMap { code in
+        kiln_unary_name(Int32(code)).flatMap { UnaryFunction(named: String(cString: $0)) }
     }
 
-    /// A function with its two float parameters (see `KILN_UNARY_OPS`).
+    /// The functions an epilogue may apply: every function of a registry op marked as an activation.
+    public static let activations: Set<UnaryFunction> = Set(OpSet.schemas.values.compactMap(\.unary).filter(\.isActivation)
+        .flatMap(\.functions).compactMap(UnaryFunction.init(named:)))
+
+    public static let clip = UnaryFunction(named: "clip")!
+    public static let silu = UnaryFunction(named: "silu")!
+    public static let identity = UnaryFunction(named: "identity")!
+
+    public var description: String { name }
+
+    /// Whether a GEMM or convolution epilogue may apply it.
+    public var isActivation: Bool { UnaryFunction.activations.contains(self) }
+
+    /// A function with its two float parameters (`alpha`, `beta` of kiln_unary.inc).
     public struct Application: Sendable, Hashable {
         /// The function.
         public var function: UnaryFunction
@@ -63,30 +55,14 @@ public enum UnaryFunction: String, Sendable, Hashable, CaseIterable {
         }
     }
 
-    /// The function a single-input float op computes, with its parameters; `nil` when the op
-    /// is not one (or clip has bound inputs instead of attributes).
+    /// The C function a single-input float op computes, with its parameters, as the registry
+    /// maps it; `nil` when the op has no C kernel (or clip has bound inputs instead of attributes).
     /// - Parameter op: An operation of the portable op set.
     /// - Returns: The application, or `nil`.
     public static func of(_ op: Operation) -> Application? {
-        let a = op.attributes
-        switch op.opType {
-        case "gelu":
-            guard let mode = try? a.string("approximate", "none") else { return nil }
-            return Application(function: mode == "tanh" ? .geluTanh : .gelu, alpha: 0, beta: 0)
-        case "hard_sigmoid":
-            guard let alpha = try? a.float("alpha", 0.2), let beta = try? a.float("beta", 0.5) else { return nil }
-            return Application(function: .hardSigmoid, alpha: Float(alpha), beta: Float(beta))
-        case "leaky_relu":
-            guard let alpha = try? a.float("alpha", 0.01) else { return nil }
-            return Application(function: .leakyRelu, alpha: Float(alpha), beta: 0)
-        case "clip":
-            guard op.inputs.count == 1, let lo = try? a.float("min", -Double.infinity),
-                  let hi = try? a.float("max", Double.infinity) else { return nil }
-            return Application(function: .clip, alpha: Float(lo), beta: Float(hi))
-        default:
-            guard let f = UnaryFunction(rawValue: op.opType), f != .geluTanh, f != .silu else { return nil }
-            return Application(function: f, alpha: 0, beta: 0)
-        }
+        guard op.inputs.count == 1, let map = OpSet.schema(op.opType)?.unary, !map.functions.isEmpty,
+              let call = try? map.call(OpAttributes(op)), let f = UnaryFunction(named: call.function) else { return nil }
+        return Application(function: f, alpha: Float(call.alpha), beta: Float(call.beta))
     }
 
     /// The epilogue activation recorded on a fused op (`kiln.activation`, `kiln.alpha`, `kiln.beta`).
@@ -96,14 +72,14 @@ public enum UnaryFunction: String, Sendable, Hashable, CaseIterable {
     public static func fused(in op: Operation) throws -> Application? {
         let name = try op.attributes.string("kiln.activation", "")
         if name.isEmpty { return nil }
-        guard let f = UnaryFunction(rawValue: name), f.isActivation else { throw OpError("unknown fused activation '\(name)'") }
+        guard let f = UnaryFunction(named: name), f.isActivation else { throw OpError("unknown fused activation '\(name)'") }
         return Application(function: f, alpha: Float(try op.attributes.float("kiln.alpha", 0)),
                            beta: Float(try op.attributes.float("kiln.beta", 0)))
     }
 
     /// Records `application` on `op` as its fused epilogue activation.
     static func fuse(_ application: Application, into op: inout Operation) {
-        op.attributes["kiln.activation"] = .string(application.function.rawValue)
+        op.attributes["kiln.activation"] = .string(application.function.name)
         op.attributes["kiln.alpha"] = .float(Double(application.alpha))
         op.attributes["kiln.beta"] = .float(Double(application.beta))
     }

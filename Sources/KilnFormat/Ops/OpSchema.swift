@@ -18,6 +18,8 @@ public struct OpSchema: Sendable {
         public var kind: AttributeKind
         /// Whether every op must set it.
         public var required: Bool
+        /// The value an op that does not set it has (ONNX's default), when the registry states it.
+        public var defaultValue: AttributeValue? = nil
     }
 
     /// What type inference sees of one op.
@@ -64,6 +66,11 @@ public struct OpSchema: Sendable {
     public var attributes: [String: AttributeSpec]
     /// Output type inference.
     public var infer: Inference
+    /// ONNX operator types (domain ai.onnx) the importer converts to this op one to one, their
+    /// attributes carried over.
+    public var onnx: [String] = []
+    /// For an elementwise unary function: its kernel and its exact formula.
+    public var unary: UnaryMap? = nil
 
     /// Inputs that must be present.
     public var requiredInputCount: Int {

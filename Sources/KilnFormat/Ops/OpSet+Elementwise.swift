@@ -1,21 +1,11 @@
-/// Elementwise ops: arithmetic, activations, comparisons, logic, casts.
+/// Elementwise ops: arithmetic, comparisons, logic, casts (unary functions: OpSet+Unary.swift).
 extension OpSet {
-    static let floatUnaryNames = [
-        "sqrt", "reciprocal", "exp", "log", "erf", "tanh", "sigmoid", "floor", "ceil", "round", "hard_swish",
-        "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "softplus", "softsign", "mish",
-    ]
-    static let numericUnaryNames = ["abs", "neg", "relu", "identity", "sign"]
-    /// Float activations with parameters: attribute names and defaults (ONNX's).
-    static let parameterizedUnary: [(name: String, defaults: [String: Double])] = [
-        ("elu", ["alpha": 1]), ("celu", ["alpha": 1]), ("thresholded_relu", ["alpha": 1]),
-        ("selu", ["alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875]),
-        ("shrink", ["bias": 0, "lambd": 0.5]),
-    ]
-    static let bitwiseNames = ["bitwise_and", "bitwise_or", "bitwise_xor"]
-    static let arithmeticNames = ["add", "sub", "mul", "div"]
-    static let comparisonNames = ["equal", "less", "less_or_equal", "greater", "greater_or_equal"]
-    static let logicalNames = ["and", "or", "xor"]
-    static let variadicNames = ["max", "min", "sum", "mean"]
+    static let bitwiseNames = [("bitwise_and", "BitwiseAnd"), ("bitwise_or", "BitwiseOr"), ("bitwise_xor", "BitwiseXor")]
+    static let arithmeticNames = [("add", "Add"), ("sub", "Sub"), ("mul", "Mul"), ("div", "Div")]
+    static let comparisonNames = [("equal", "Equal"), ("less", "Less"), ("less_or_equal", "LessOrEqual"), ("greater", "Greater"),
+                                  ("greater_or_equal", "GreaterOrEqual")]
+    static let logicalNames = [("and", "And"), ("or", "Or"), ("xor", "Xor")]
+    static let variadicNames = [("max", "Max"), ("min", "Min"), ("sum", "Sum"), ("mean", "Mean")]
 
     static func sameAsInput(_ ctx: OpSchema.Context) throws -> [TensorType?] {
         [try ctx.input(0)]
@@ -41,23 +31,8 @@ extension OpSet {
 
     static var elementwiseOps: [OpSchema] {
         var ops: [OpSchema] = []
-        for name in floatUnaryNames {
-            ops.append(op(name, ["x"]) { ctx in
-                try requireFloat(try ctx.input(0), name)
-                return [try ctx.input(0)]
-            })
-        }
-        for name in numericUnaryNames {
-            ops.append(op(name, ["x"], infer: sameAsInput))
-        }
-        for (name, defaults) in parameterizedUnary {
-            ops.append(op(name, ["x"], Dictionary(uniqueKeysWithValues: defaults.keys.map { ($0, AttributeKind.float) })) { ctx in
-                try requireFloat(try ctx.input(0), name)
-                return [try ctx.input(0)]
-            })
-        }
-        for name in bitwiseNames {
-            ops.append(op(name, ["a", "b"]) { ctx in
+        for (name, onnx) in bitwiseNames {
+            ops.append(op(name, onnx: onnx, ["a", "b"]) { ctx in
                 let (a, b) = (try ctx.input(0), try ctx.input(1))
                 try sameDType([a, b])
                 try requireInteger(a, name)
@@ -65,19 +40,11 @@ extension OpSet {
             })
         }
         ops += [
-            op("leaky_relu", ["x"], ["alpha": .float], infer: sameAsInput),
-            op("hard_sigmoid", ["x"], ["alpha": .float, "beta": .float], infer: sameAsInput),
-            op("gelu", ["x"], ["approximate": .string]) { ctx in
-                let mode = try ctx.attributes.string("approximate", "none")
-                guard mode == "none" || mode == "tanh" else { throw OpError("approximate must be \"none\" or \"tanh\", got \"\(mode)\"") }
-                return [try ctx.input(0)]
-            },
-            op("clip", ["x", "min?", "max?"], ["min": .float, "max": .float], infer: sameAsInput),
-            op("is_nan", ["x"]) { ctx in [TensorType(.bool, try ctx.input(0).shape)] },
-            op("is_inf", ["x"], ["detect_negative": .int, "detect_positive": .int]) { ctx in
+            op("is_nan", onnx: "IsNaN", ["x"]) { ctx in [TensorType(.bool, try ctx.input(0).shape)] },
+            op("is_inf", onnx: "IsInf", ["x"], ["detect_negative": .int, "detect_positive": .int]) { ctx in
                 [TensorType(.bool, try ctx.input(0).shape)]
             },
-            op("not", ["x"]) { ctx in
+            op("not", onnx: "Not", ["x"]) { ctx in
                 let x = try ctx.input(0)
                 guard x.dtype == .bool else { throw OpError("not needs bool input, got \(x.dtype.rawValue)") }
                 return [x]
@@ -87,11 +54,11 @@ extension OpSet {
                 guard !to.isSubByte else { throw OpError("cannot cast to \(to.rawValue)") }
                 return [TensorType(to, try ctx.input(0).shape)]
             },
-            op("bitwise_not", ["x"]) { ctx in
+            op("bitwise_not", onnx: "BitwiseNot", ["x"]) { ctx in
                 try requireInteger(try ctx.input(0), "bitwise_not")
                 return [try ctx.input(0)]
             },
-            op("bit_shift", ["a", "b"], ["direction!": .string]) { ctx in
+            op("bit_shift", onnx: "BitShift", ["a", "b"], ["direction!": .string]) { ctx in
                 let (a, b) = (try ctx.input(0), try ctx.input(1))
                 try sameDType([a, b])
                 try requireInteger(a, "bit_shift")
@@ -99,12 +66,12 @@ extension OpSet {
                 guard direction == "LEFT" || direction == "RIGHT" else { throw OpError("direction must be \"LEFT\" or \"RIGHT\", got \"\(direction)\"") }
                 return [TensorType(a.dtype, try broadcast(a.shape, b.shape))]
             },
-            op("mod", ["a", "b"], ["fmod": .int]) { ctx in
+            op("mod", onnx: "Mod", ["a", "b"], ["fmod": .int]) { ctx in
                 let (a, b) = (try ctx.input(0), try ctx.input(1))
                 try sameDType([a, b])
                 return [TensorType(a.dtype, try broadcast(a.shape, b.shape))]
             },
-            op("prelu", ["x", "slope"]) { ctx in
+            op("prelu", onnx: "PRelu", ["x", "slope"]) { ctx in
                 let (x, slope) = (try ctx.input(0), try ctx.input(1))
                 try sameDType([x, slope])
                 return [TensorType(x.dtype, try broadcast(x.shape, slope.shape))]
@@ -122,40 +89,40 @@ extension OpSet {
                 guard x.rank >= 2 else { throw OpError("trilu needs x of rank ≥ 2") }
                 return [x]
             },
-            op("pow", ["x", "exponent"]) { ctx in
+            op("pow", onnx: "Pow", ["x", "exponent"]) { ctx in
                 let (x, e) = (try ctx.input(0), try ctx.input(1))
                 return [TensorType(x.dtype, try broadcast(x.shape, e.shape))]
             },
-            op("where", ["condition", "x", "y"]) { ctx in
+            op("where", onnx: "Where", ["condition", "x", "y"]) { ctx in
                 let (c, x, y) = (try ctx.input(0), try ctx.input(1), try ctx.input(2))
                 guard c.dtype == .bool else { throw OpError("condition must be bool, got \(c.dtype.rawValue)") }
                 try sameDType([x, y])
                 return [TensorType(x.dtype, try broadcastAll([c, x, y]))]
             },
         ]
-        for name in arithmeticNames {
-            ops.append(op(name, ["a", "b"]) { ctx in
+        for (name, onnx) in arithmeticNames {
+            ops.append(op(name, onnx: onnx, ["a", "b"]) { ctx in
                 let (a, b) = (try ctx.input(0), try ctx.input(1))
                 try sameDType([a, b])
                 return [TensorType(a.dtype, try broadcast(a.shape, b.shape))]
             })
         }
-        for name in variadicNames {
-            ops.append(op(name, ["x"], variadic: true) { ctx in
+        for (name, onnx) in variadicNames {
+            ops.append(op(name, onnx: onnx, ["x"], variadic: true) { ctx in
                 let all = try ctx.inputs.indices.map { try ctx.input($0) }
                 try sameDType(all)
                 return [TensorType(all[0].dtype, try broadcastAll(all))]
             })
         }
-        for name in comparisonNames {
-            ops.append(op(name, ["a", "b"]) { ctx in
+        for (name, onnx) in comparisonNames {
+            ops.append(op(name, onnx: onnx, ["a", "b"]) { ctx in
                 let (a, b) = (try ctx.input(0), try ctx.input(1))
                 try sameDType([a, b])
                 return [TensorType(.bool, try broadcast(a.shape, b.shape))]
             })
         }
-        for name in logicalNames {
-            ops.append(op(name, ["a", "b"]) { ctx in
+        for (name, onnx) in logicalNames {
+            ops.append(op(name, onnx: onnx, ["a", "b"]) { ctx in
                 let (a, b) = (try ctx.input(0), try ctx.input(1))
                 guard a.dtype == .bool, b.dtype == .bool else { throw OpError("\(name) needs bool inputs") }
                 return [TensorType(.bool, try broadcast(a.shape, b.shape))]

@@ -152,7 +152,7 @@ extension OpSet {
 
     static var networkOps: [OpSchema] {
         [
-            op("matmul", ["a", "b"]) { ctx in
+            op("matmul", onnx: "MatMul", ["a", "b"]) { ctx in
                 let (a, b) = (try ctx.input(0), try ctx.input(1))
                 try sameDType([a, b])
                 return [TensorType(a.dtype, try matmulShape(a, b))]
@@ -171,7 +171,7 @@ extension OpSet {
                 if let b = ctx.optionalInput(2), b.rank != 1 { throw OpError("bias must have rank 1, got \(b)") }
                 return [TensorType(x.dtype, Array(x.shape.dropLast()) + [w.shape[0]])]
             },
-            op("einsum", ["x"], variadic: true, ["equation!": .string]) { ctx in
+            op("einsum", onnx: "Einsum", ["x"], variadic: true, ["equation!": .string]) { ctx in
                 let inputs = try ctx.inputs.indices.map { try ctx.input($0) }
                 let eq = try Einsum(try ctx.attributes.string("equation", ""), ranks: inputs.map(\.rank))
                 var sizes: [Character: Dimension] = [:]
@@ -236,7 +236,7 @@ extension OpSet {
                 guard try ctx.attributes.int("p", 2) > 0 else { throw OpError("p must be positive") }
                 return [TensorType(x.dtype, windowOutput(x, channels: x.shape[1], window: window, layout: .first))]
             },
-            op("rotary_embedding", ["x", "cos_cache", "sin_cache", "position_ids?"], ["interleaved": .int, "rotary_embedding_dim": .int,
+            op("rotary_embedding", onnx: "RotaryEmbedding", ["x", "cos_cache", "sin_cache", "position_ids?"], ["interleaved": .int, "rotary_embedding_dim": .int,
                                                                                      "num_heads": .int]) { ctx in
                 let x = try ctx.input(0)
                 guard x.rank == 3 || x.rank == 4 else { throw OpError("rotary_embedding needs a 3-D or 4-D input") }
@@ -264,12 +264,12 @@ extension OpSet {
                 guard layout.input == layout.output else { throw OpError("pools take channels_last 0 or 1") }
                 return [TensorType(x.dtype, windowOutput(x, channels: x.shape[layout.input ? x.rank - 1 : 1], window: window, layout: layout))]
             },
-            op("global_average_pool", ["x"]) { ctx in
+            op("global_average_pool", onnx: "GlobalAveragePool", ["x"]) { ctx in
                 let x = try ctx.input(0)
                 guard x.rank >= 3 else { throw OpError("global_average_pool needs x [N, C, …]") }
                 return [TensorType(x.dtype, Array(x.shape[..<2]) + Array(repeating: .size(1), count: x.rank - 2))]
             },
-            op("global_max_pool", ["x"]) { ctx in
+            op("global_max_pool", onnx: "GlobalMaxPool", ["x"]) { ctx in
                 let x = try ctx.input(0)
                 guard x.rank >= 3 else { throw OpError("global_max_pool needs x [N, C, …]") }
                 return [TensorType(x.dtype, Array(x.shape[..<2]) + Array(repeating: .size(1), count: x.rank - 2))]
@@ -304,7 +304,7 @@ extension OpSet {
                 guard [.uint8, .int8, .uint16, .int16].contains(dtype) else { throw OpError("quantize_linear cannot make \(dtype.rawValue)") }
                 return [TensorType(dtype, x.shape)]
             },
-            op("dynamic_quantize_linear", ["x"], outputs: 3 ... 3) { ctx in
+            op("dynamic_quantize_linear", onnx: "DynamicQuantizeLinear", ["x"], outputs: 3 ... 3) { ctx in
                 let x = try ctx.input(0)
                 return [TensorType(.uint8, x.shape), TensorType(.float32, []), TensorType(.uint8, [])]
             },
@@ -315,13 +315,13 @@ extension OpSet {
                windowAttributes.merging(["group": .int, "kernel_shape": .ints]) { a, _ in a }) { ctx in
                 [TensorType(try ctx.input(7).dtype, try integerConvShape(try ctx.input(0), try ctx.input(3), ctx.attributes))]
             },
-            op("matmul_integer", ["a", "b", "a_zero_point?", "b_zero_point?"]) { ctx in
+            op("matmul_integer", onnx: "MatMulInteger", ["a", "b", "a_zero_point?", "b_zero_point?"]) { ctx in
                 [TensorType(.int32, try matmulShape(try ctx.input(0), try ctx.input(1)))]
             },
-            op("qlinear_matmul", ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"]) { ctx in
+            op("qlinear_matmul", onnx: "QLinearMatMul", ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"]) { ctx in
                 [TensorType(try ctx.input(7).dtype, try matmulShape(try ctx.input(0), try ctx.input(3)))]
             },
-            op("attention", ["q", "k", "v", "attn_mask?", "past_key?", "past_value?", "nonpad_kv_seqlen?"], outputs: 1 ... 4,
+            op("attention", onnx: "Attention", ["q", "k", "v", "attn_mask?", "past_key?", "past_value?", "nonpad_kv_seqlen?"], outputs: 1 ... 4,
                ["scale": .float, "is_causal": .int, "q_num_heads": .int, "kv_num_heads": .int, "softmax_precision": .int,
                 "softcap": .float, "qk_matmul_output_mode": .int, "left_window_size": .int, "right_window_size": .int],
                infer: attentionTypes),

@@ -36,8 +36,8 @@ extension OpSet {
                 return [TensorType(x.dtype, try reduced(x, axes: nil, keepDims: keep))]
             })
         }
-        for name in ["argmax", "argmin"] {
-            ops.append(op(name, ["x"], ["axis": .int, "keepdims": .int, "select_last_index": .int]) { ctx in
+        for (name, onnx) in [("argmax", "ArgMax"), ("argmin", "ArgMin")] {
+            ops.append(op(name, onnx: onnx, ["x"], ["axis": .int, "keepdims": .int, "select_last_index": .int]) { ctx in
                 let x = try ctx.input(0)
                 guard x.rank >= 1 else { throw OpError("\(name) needs an input of rank ≥ 1") }
                 let a = try axis(ctx, default: 0, rank: x.rank)

@@ -144,20 +144,20 @@ extension OpSet {
                 let a = try axis(ctx, default: 0, rank: d.rank)
                 return [TensorType(d.dtype, Array(d.shape[..<a]) + i.shape + Array(d.shape[(a + 1)...]))]
             },
-            op("gather_elements", ["data", "indices"], ["axis": .int]) { ctx in
+            op("gather_elements", onnx: "GatherElements", ["data", "indices"], ["axis": .int]) { ctx in
                 let (d, i) = (try ctx.input(0), try ctx.input(1))
                 guard i.rank == d.rank else { throw OpError("indices must have the data's rank") }
                 _ = try axis(ctx, default: 0, rank: d.rank)
                 return [TensorType(d.dtype, i.shape)]
             },
-            op("gather_nd", ["data", "indices"], ["batch_dims": .int]) { ctx in
+            op("gather_nd", onnx: "GatherND", ["data", "indices"], ["batch_dims": .int]) { ctx in
                 let (d, i) = (try ctx.input(0), try ctx.input(1))
                 let b = try ctx.attributes.int("batch_dims", 0)
                 guard i.rank >= 1, let k = i.shape.last?.size else { return [nil] }
                 guard b + k <= d.rank else { throw OpError("gather_nd index depth \(k) exceeds data rank \(d.rank)") }
                 return [TensorType(d.dtype, Array(i.shape.dropLast()) + Array(d.shape[(b + k)...]))]
             },
-            op("scatter_nd", ["data", "indices", "updates"], ["reduction": .string], infer: sameAsInput),
+            op("scatter_nd", onnx: "ScatterND", ["data", "indices", "updates"], ["reduction": .string], infer: sameAsInput),
             op("scatter_elements", ["data", "indices", "updates"], ["axis": .int, "reduction": .string]) { ctx in
                 let (d, i, u) = (try ctx.input(0), try ctx.input(1), try ctx.input(2))
                 guard i.rank == d.rank, u.rank == d.rank else { throw OpError("indices and updates must have the data's rank") }
@@ -249,7 +249,7 @@ extension OpSet {
                 }
                 return [TensorType(x.dtype, dims)]
             },
-            op("depth_to_space", ["x"], ["blocksize!": .int, "mode": .string]) { ctx in
+            op("depth_to_space", onnx: "DepthToSpace", ["x"], ["blocksize!": .int, "mode": .string]) { ctx in
                 let x = try ctx.input(0)
                 let b = try ctx.attributes.int("blocksize", 1)
                 guard x.rank == 4, b >= 1 else { throw OpError("depth_to_space needs rank-4 input and blocksize ≥ 1") }
@@ -258,7 +258,7 @@ extension OpSet {
                 func scale(_ d: Dimension, _ f: (Int) -> Int) -> Dimension { d.size.map { .size(f($0)) } ?? .unknown }
                 return [TensorType(x.dtype, [x.shape[0], scale(x.shape[1]) { $0 / (b &* b) }, scale(x.shape[2]) { $0 &* b }, scale(x.shape[3]) { $0 &* b }])]
             },
-            op("space_to_depth", ["x"], ["blocksize!": .int, "mode": .string]) { ctx in
+            op("space_to_depth", onnx: "SpaceToDepth", ["x"], ["blocksize!": .int, "mode": .string]) { ctx in
                 let x = try ctx.input(0)
                 let b = try ctx.attributes.int("blocksize", 1)
                 let mode = try ctx.attributes.string("mode", "DCR")

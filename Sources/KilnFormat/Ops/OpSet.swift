@@ -3,18 +3,24 @@ public enum OpSet {
     /// Schemas by op type.
     public static let schemas: [String: OpSchema] = {
         var all: [String: OpSchema] = [:]
-        for s in elementwiseOps + tensorOps + networkOps + reductionOps + recurrentOps + controlFlowOps + visionOps + sequenceOps {
+        for s in unaryOps + elementwiseOps + tensorOps + networkOps + reductionOps + recurrentOps + controlFlowOps + visionOps + sequenceOps {
             precondition(all.updateValue(s, forKey: s.name) == nil, "op \(s.name) defined twice")
         }
         return all
     }()
+
+    /// Each ONNX operator (domain ai.onnx) that some op converts from one to one, its attributes
+    /// carried over, with that op's type. Built from the schemas' `onnx` names; a name claimed by
+    /// two ops is a registry error (a test checks there is none).
+    public static let onnxDirect: [String: String] = Dictionary(
+        schemas.values.flatMap { s in s.onnx.map { ($0, s.name) } }, uniquingKeysWith: { a, b in min(a, b) })
 
     /// The schema of `opType`, if the op set has it.
     public static func schema(_ opType: String) -> OpSchema? { schemas[opType] }
 
     /// Builds a schema. Input names ending in `?` are optional; `attributes` maps names to
     /// kinds, with a trailing `!` on the name for required ones.
-    static func op(_ name: String, _ inputs: [String], variadic: Bool = false, outputs: ClosedRange<Int> = 1 ... 1,
+    static func op(_ name: String, onnx: String? = nil, _ inputs: [String], variadic: Bool = false, outputs: ClosedRange<Int> = 1 ... 1,
                    _ attributes: [String: AttributeKind] = [:], infer: @escaping OpSchema.Inference) -> OpSchema {
         var specs: [String: OpSchema.AttributeSpec] = [:]
         for (key, kind) in attributes {
@@ -24,7 +30,7 @@ public enum OpSet {
         return OpSchema(
             name: name,
             inputs: inputs.map { OpSchema.Input(name: $0.hasSuffix("?") ? String($0.dropLast()) : $0, optional: $0.hasSuffix("?")) },
-            variadic: variadic, outputCount: outputs, attributes: specs, infer: infer)
+            variadic: variadic, outputCount: outputs, attributes: specs, infer: infer, onnx: onnx.map { [$0] } ?? [])
     }
 
     // MARK: Shape helpers

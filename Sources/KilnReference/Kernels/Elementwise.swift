@@ -261,17 +261,6 @@ enum Elementwise {
         return out
     }
 
-    /// The error function (Abramowitz–Stegun 7.1.26 is too coarse; use libm).
-    static func erf(_ x: Float) -> Float { Glibc.erff(x) }
-
-    static func gelu(_ x: Float, tanh: Bool) -> Float {
-        if tanh {
-            let c: Float = 0.797_884_560_802_865_4 // sqrt(2/pi)
-            return 0.5 * x * (1 + Glibc.tanhf(c * (x + 0.044715 * x * x * x)))
-        }
-        return 0.5 * x * (1 + Glibc.erff(x * 0.707_106_781_186_547_5))
-    }
-
     static func sigmoid(_ x: Float) -> Float {
         x >= 0 ? 1 / (1 + Glibc.expf(-x)) : Glibc.expf(x) / (1 + Glibc.expf(x))
     }

@@ -24,61 +24,30 @@ enum KernelTable {
         }
     }
 
-    static func unaryFloat(_ f: @escaping @Sendable (Float) -> Float) -> Kernel {
-        { inputs in
+    /// An elementwise unary op: the registry's formula on float32 inputs (computed in Double);
+    /// other dtypes (and clip with bound inputs) by the op's own kernel below.
+    static func unaryKernel(for op: Operation, _ map: UnaryMap, subgraphs: SubgraphPlanner) throws -> Kernel {
+        let f = try map.formula(OpAttributes(op))
+        let other: Kernel? = map.acceptsIntegers ? try kernel(of: op, subgraphs: subgraphs) : nil
+        let type = op.opType
+        return { inputs in
             let x = try present(inputs, 0)
-            guard x.scalarType == .float32 else { throw OpError("expected float32 input, got \(x.scalarType.rawValue)") }
-            return [try Elementwise.mapFloat(x, f)]
+            if x.scalarType == .float32, inputs.count == 1 { return [try Elementwise.mapFloat(x) { Float(f(Double($0))) }] }
+            guard let other else { throw OpError("\(type) needs a float32 input, got \(x.scalarType.rawValue)") }
+            return try other(inputs)
         }
     }
 
-    // swiftlint:disable:next cyclomatic_complexity function_body_length
     static func kernel(for op: Operation, subgraphs: SubgraphPlanner = ReferenceInterpreter.planSubgraph) throws -> Kernel {
+        if let map = OpSet.schema(op.opType)?.unary { return try unaryKernel(for: op, map, subgraphs: subgraphs) }
+        return try kernel(of: op, subgraphs: subgraphs)
+    }
+
+    // swiftlint:disable:next cyclomatic_complexity function_body_length
+    static func kernel(of op: Operation, subgraphs: SubgraphPlanner) throws -> Kernel {
         let a = op.attributes
         switch op.opType {
         case "if", "loop", "scan": return try ControlFlow.kernel(for: op, planner: subgraphs)
-        // Unary float maps.
-        case "sqrt": return unaryFloat { $0.squareRoot() }
-        case "reciprocal": return unaryFloat { 1 / $0 }
-        case "exp": return unaryFloat { expf($0) }
-        case "log": return unaryFloat { logf($0) }
-        case "erf": return unaryFloat { erff($0) }
-        case "tanh": return unaryFloat { tanhf($0) }
-        case "sigmoid": return unaryFloat(Elementwise.sigmoid)
-        case "floor": return unaryFloat { $0.rounded(.down) }
-        case "ceil": return unaryFloat { $0.rounded(.up) }
-        case "round": return unaryFloat { $0.rounded(.toNearestOrEven) }
-        case "hard_swish": return unaryFloat { $0 * max(0, min(1, $0 / 6 + 0.5)) }
-        case "sin": return unaryFloat { sinf($0) }
-        case "cos": return unaryFloat { cosf($0) }
-        case "tan": return unaryFloat { tanf($0) }
-        case "asin": return unaryFloat { asinf($0) }
-        case "acos": return unaryFloat { acosf($0) }
-        case "atan": return unaryFloat { atanf($0) }
-        case "sinh": return unaryFloat { sinhf($0) }
-        case "cosh": return unaryFloat { coshf($0) }
-        case "asinh": return unaryFloat { asinhf($0) }
-        case "acosh": return unaryFloat { acoshf($0) }
-        case "atanh": return unaryFloat { atanhf($0) }
-        // log(1 + e^x) without overflow for large x.
-        case "softplus": return unaryFloat { $0 > 0 ? $0 + log1pf(expf(-$0)) : log1pf(expf($0)) }
-        case "softsign": return unaryFloat { $0 / (1 + abs($0)) }
-        case "mish": return unaryFloat { x in x * tanhf(x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x))) }
-        case "elu":
-            let alpha = Float(try a.float("alpha", 1))
-            return unaryFloat { $0 >= 0 ? $0 : alpha * (expf($0) - 1) }
-        case "celu":
-            let alpha = Float(try a.float("alpha", 1))
-            return unaryFloat { max(0, $0) + min(0, alpha * (expf($0 / alpha) - 1)) }
-        case "selu":
-            let alpha = Float(try a.float("alpha", 1.67326319217681884765625)), gamma = Float(try a.float("gamma", 1.05070102214813232421875))
-            return unaryFloat { $0 > 0 ? gamma * $0 : gamma * (alpha * expf($0) - alpha) }
-        case "thresholded_relu":
-            let alpha = Float(try a.float("alpha", 1))
-            return unaryFloat { $0 > alpha ? $0 : 0 }
-        case "shrink":
-            let bias = Float(try a.float("bias", 0)), lambd = Float(try a.float("lambd", 0.5))
-            return unaryFloat { $0 < -lambd ? $0 + bias : $0 > lambd ? $0 - bias : 0 }
         case "sign":
             return { inputs in
                 let x = try present(inputs, 0)
@@ -130,30 +99,16 @@ enum KernelTable {
                 }
                 return [try Movement.trilu(x, upper: upper, k: k)]
             }
-        case "leaky_relu":
-            let alpha = Float(try a.float("alpha", 0.01))
-            return unaryFloat { $0 >= 0 ? $0 : alpha * $0 }
-        case "hard_sigmoid":
-            let alpha = Float(try a.float("alpha", 0.2)), beta = Float(try a.float("beta", 0.5))
-            return unaryFloat { max(0, min(1, alpha * $0 + beta)) }
-        case "gelu":
-            let tanh = try a.string("approximate", "none") == "tanh"
-            return unaryFloat { Elementwise.gelu($0, tanh: tanh) }
+        // Integer inputs (float32 ones take the registry's formula).
         case "relu", "abs", "neg":
             let name = op.opType
             return { inputs in
                 let x = try present(inputs, 0)
-                switch (name, x.scalarType) {
-                case ("relu", .float32): return [try Elementwise.mapFloat(x) { $0 > 0 ? $0 : ($0.isNaN ? $0 : 0) }]
-                case ("abs", .float32): return [try Elementwise.mapFloat(x) { abs($0) }]
-                case ("neg", .float32): return [try Elementwise.mapFloat(x) { -$0 }]
-                default:
-                    let zero = NDArray(shape: [], scalarType: x.scalarType)
-                    switch name {
-                    case "relu": return [try Elementwise.arithmetic("max", x, zero)]
-                    case "neg": return [try Elementwise.arithmetic("sub", zero, x)]
-                    default: return [try Elementwise.arithmetic("max", x, try Elementwise.arithmetic("sub", zero, x))]
-                    }
+                let zero = NDArray(shape: [], scalarType: x.scalarType)
+                switch name {
+                case "relu": return [try Elementwise.arithmetic("max", x, zero)]
+                case "neg": return [try Elementwise.arithmetic("sub", zero, x)]
+                default: return [try Elementwise.arithmetic("max", x, try Elementwise.arithmetic("sub", zero, x))]
                 }
             }
         case "identity": return { inputs in [try present(inputs, 0)] }
