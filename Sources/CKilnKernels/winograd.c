@@ -153,8 +153,8 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) static void ki
 
 void kiln_f32_conv3x3_winograd(int isa, KILN_WINO_PARAMS) {
 #if defined(__x86_64__)
-    if (isa == 2) { kiln_wino_avx512(KILN_WINO_ARGS); return; }
-    if (isa == 1) { kiln_wino_avx2(KILN_WINO_ARGS); return; }
+    if (isa == KILN_ISA_AVX512) { kiln_wino_avx512(KILN_WINO_ARGS); return; }
+    if (isa == KILN_ISA_AVX2) { kiln_wino_avx2(KILN_WINO_ARGS); return; }
 #endif
     (void)isa;
     kiln_wino_scalar(KILN_WINO_ARGS);

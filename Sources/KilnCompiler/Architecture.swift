@@ -51,7 +51,9 @@ public struct Architecture: Sendable, Hashable, CustomStringConvertible {
         return KernelID(family: family, isa: isa)
     }
 
-    static let x86Tile = GEMMTile(mr: 4, nr: 8), avx2Tile = GEMMTile(mr: 6, nr: 16), avx512Tile = GEMMTile(mr: 8, nr: 32)
+    /// Each ISA's GEMM tile: the first row of kiln_gemm.inc for it.
+    static let x86Tile = GEMMConfig.preferredTile(.scalar), avx2Tile = GEMMConfig.preferredTile(.avx2),
+        avx512Tile = GEMMConfig.preferredTile(.avx512), neonTile = GEMMConfig.preferredTile(.neon)
 
     /// Every architecture, best last within each family.
     public static let all: [Architecture] = [
@@ -66,10 +68,10 @@ public struct Architecture: Sendable, Hashable, CustomStringConvertible {
                      features: UInt32(KILN_CPU_SSE2 | KILN_CPU_X86_V2 | KILN_CPU_X86_V3 | KILN_CPU_X86_V4),
                      gemm: (avx512Tile, .avx512), vectorISA: .avx2),
         Architecture(name: "arm64", family: .arm64, level: 1, features: UInt32(KILN_CPU_NEON),
-                     gemm: (GEMMTile(mr: 4, nr: 8), .neon), vectorISA: .scalar),
+                     gemm: (neonTile, .neon), vectorISA: .scalar),
         Architecture(name: "arm64_dotprod", family: .arm64, level: 2,
                      features: UInt32(KILN_CPU_NEON | KILN_CPU_ARM_DOTPROD),
-                     gemm: (GEMMTile(mr: 4, nr: 8), .neon), vectorISA: .scalar),
+                     gemm: (neonTile, .neon), vectorISA: .scalar),
     ]
 
     /// The architecture of this name.

@@ -23,7 +23,7 @@ final class KernelTests: XCTestCase {
 
     func testGEMMMicrokernelsAgainstScalar() throws {
         var tested = 0
-        for name in ["f32_gemm_4x8__scalar", "f32_gemm_4x16__scalar", "f32_gemm_6x16__avx2", "f32_gemm_8x32__avx512", "f32_gemm_4x8__neon"] {
+        for name in KernelID.microkernels.map({ KernelID(family: .gemm, tile: $0.tile, isa: $0.isa).description }) {
             var mr = 0, nr = 0
             guard let uk = name.withCString({ kiln_f32_gemm_ukernel_named($0, &mr, &nr) }) else { continue } // ISA absent
             tested += 1
@@ -76,7 +76,7 @@ final class KernelTests: XCTestCase {
             (Int32(KILN_UNARY_SILU), 0, 0), (Int32(KILN_UNARY_TANH), 0, 0),
         ]
         var tested = 0
-        for name in ["f32_gemm_4x8__scalar", "f32_gemm_4x16__scalar", "f32_gemm_6x16__avx2", "f32_gemm_8x32__avx512", "f32_gemm_4x8__neon"] {
+        for name in KernelID.microkernels.map({ KernelID(family: .gemm, tile: $0.tile, isa: $0.isa).description }) {
             var mr = 0, nr = 0
             guard let uk = name.withCString({ kiln_f32_gemm_ukernel_named($0, &mr, &nr) }) else {
                 print("skipped: \(name) (this CPU lacks its ISA)")

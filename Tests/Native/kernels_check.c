@@ -568,35 +568,29 @@ int main(void) {
     check_hwcap();
     check_pool();
     printf("features of this CPU: %#x\n", kiln_cpu_features());
+    // Every GEMM microkernel of kiln_gemm.inc built for this CPU family (a host without its ISA is skipped).
+    for (size_t i = 0; i < kiln_gemm_config_count(); i++) {
+        const kiln_gemm_config *g = kiln_gemm_config_at(i);
+        if (!g->f32) continue;
+        check_ukernel(g->name);
+        check_extremes(g->name);
+        check_q_ukernel(g->name);
+    }
     check_dwconv_nhwc("f32_dwconv2d_nhwc__scalar", kiln_f32_dwconv2d_nhwc__scalar, 0);
-    check_ukernel("f32_gemm_4x8__scalar");
-    check_winograd("f32_gemm_4x8__scalar", 0);
+    check_winograd("f32_gemm_4x8__scalar", KILN_ISA_SCALAR);
     check_lstm_gates("f32_lstm_gates__scalar", kiln_f32_lstm_gates__scalar, 0);
     check_gru_gates("f32_gru_gates__scalar", kiln_f32_gru_gates__scalar, kiln_f32_gru_reset__scalar, 0);
-    check_ukernel("f32_gemm_4x16__scalar");
-    check_extremes("f32_gemm_4x8__scalar");
-    check_q_ukernel("f32_gemm_4x8__scalar");
-    check_q_ukernel("f32_gemm_4x16__scalar");
 #if defined(__x86_64__)
     check_dwconv_nhwc("f32_dwconv2d_nhwc__avx2", kiln_f32_dwconv2d_nhwc__avx2, KILN_CPU_X86_V3);
     check_dwconv_nhwc("f32_dwconv2d_nhwc__avx512", kiln_f32_dwconv2d_nhwc__avx512, KILN_CPU_X86_V4);
-    check_ukernel("f32_gemm_6x16__avx2");
-    check_winograd("f32_gemm_6x16__avx2", 1);
-    check_winograd("f32_gemm_8x32__avx512", 2);
+    check_winograd("f32_gemm_6x16__avx2", KILN_ISA_AVX2);
+    check_winograd("f32_gemm_8x32__avx512", KILN_ISA_AVX512);
     check_lstm_gates("f32_lstm_gates__avx2", kiln_f32_lstm_gates__avx2, KILN_CPU_X86_V3);
     check_lstm_gates("f32_lstm_gates__avx512", kiln_f32_lstm_gates__avx512, KILN_CPU_X86_V4);
     check_gru_gates("f32_gru_gates__avx2", kiln_f32_gru_gates__avx2, kiln_f32_gru_reset__avx2, KILN_CPU_X86_V3);
     check_gru_gates("f32_gru_gates__avx512", kiln_f32_gru_gates__avx512, kiln_f32_gru_reset__avx512, KILN_CPU_X86_V4);
-    check_ukernel("f32_gemm_8x32__avx512");
-    check_extremes("f32_gemm_6x16__avx2");
-    check_extremes("f32_gemm_8x32__avx512");
-    check_q_ukernel("f32_gemm_6x16__avx2");
-    check_q_ukernel("f32_gemm_8x32__avx512");
 #elif defined(__aarch64__)
-    check_ukernel("f32_gemm_4x8__neon");
-    check_winograd("f32_gemm_4x8__neon", 0);
-    check_extremes("f32_gemm_4x8__neon");
-    check_q_ukernel("f32_gemm_4x8__neon");
+    check_winograd("f32_gemm_4x8__neon", KILN_ISA_SCALAR);
     if (!(kiln_cpu_features() & KILN_CPU_NEON)) printf("error: an arm64 CPU without NEON\n"), failures++;
 #endif
     printf("%d cases, %d failures\n", cases, failures);

@@ -442,7 +442,7 @@ KILN_DECLARE_NHWC(avx512)
 /// [tile_begin, tile_end) in blocks of `block` tiles, output channels of B panels [p_begin, p_end). `u` holds the 16 packed B operands
 /// (U[ξ] = (G g Gᵀ)[ξ], K = c, N = m) for `ukernel` (tile rows `mr`); `e` gives bias, activation
 /// and `accumulate` (y holds a residual). `scratch`: kiln_f32_winograd_scratch_floats(c, m, block)
-/// floats. isa: 0 scalar, 1 AVX2, 2 AVX-512 (the transforms' vector width).
+/// floats. isa: a KILN_ISA_* code, the transforms' vector width (AVX2, AVX-512; others scalar).
 void kiln_f32_conv3x3_winograd(int isa, kiln_f32_gemm_ukernel ukernel, size_t mr, const kiln_packed_b *u, size_t h, size_t w,
                                size_t c, const float *x, size_t pt, size_t pl, size_t oh, size_t ow, float *y, size_t ldc,
                                size_t tile_begin, size_t tile_end, size_t p_begin, size_t p_end, size_t block,

@@ -1,18 +1,23 @@
 import CKilnKernels
 
-/// An instruction set a kernel variant is built for.
+/// An instruction set a kernel variant is built for: a case of CKilnKernels' `KILN_ISAS` list,
+/// mapped once by name (a test checks both lists agree).
 public enum ISA: String, Sendable, Hashable, CaseIterable, Comparable {
     case scalar, avx2, avx512, neon
 
-    /// Feature bits (`KILN_CPU_*`) a host needs to run this ISA's kernels.
-    package var requiredFeatures: UInt32 {
-        switch self {
-        case .scalar: return 0
-        case .avx2: return UInt32(KILN_CPU_X86_V3)
-        case .avx512: return UInt32(KILN_CPU_X86_V4)
-        case .neon: return UInt32(KILN_CPU_NEON)
-        }
+    /// The C code (`KILN_ISA_*`).
+    package var code: Int32 { ISA.codes[self]! }
+
+    private static let codes: [ISA: Int32] = Dictionary(uniqueKeysWithValues: (0 ..< Int32(KILN_ISA_COUNT)).compactMap { c in ISA(code: c).map { ($0, c) } })
+
+    /// The ISA of a C code, or `nil`.
+    package init?(code: Int32) {
+        guard let name = kiln_isa_name(code) else { return nil }
+        self.init(rawValue: String(cString: name))
     }
+
+    /// Feature bits (`KILN_CPU_*`) a host needs to run this ISA's kernels.
+    package var requiredFeatures: UInt32 { kiln_isa_features(code) }
 
     /// Whether this host runs the ISA's kernels (CPUID and OS-enabled state, detected once).
     public var isRunnableOnHost: Bool {
@@ -157,7 +162,7 @@ public struct KernelID: Sendable, Hashable, CustomStringConvertible {
     /// The reference interpreter's kernel.
     public static let reference = KernelID(family: .reference, tile: nil, isa: .scalar)
 
-    init(family: KernelFamily, tile: GEMMTile? = nil, isa: ISA) {
+    package init(family: KernelFamily, tile: GEMMTile? = nil, isa: ISA) {
         self.family = family
         self.tile = tile
         self.isa = isa
@@ -170,11 +175,8 @@ public struct KernelID: Sendable, Hashable, CustomStringConvertible {
         return "\(family.rawValue)__\(isa.rawValue)"
     }
 
-    /// The GEMM microkernels built into this runtime (any host): tile and ISA.
-    public static let microkernels: [(tile: GEMMTile, isa: ISA)] = [
-        (GEMMTile(mr: 4, nr: 8), .scalar), (GEMMTile(mr: 6, nr: 16), .avx2), (GEMMTile(mr: 8, nr: 32), .avx512),
-        (GEMMTile(mr: 4, nr: 8), .neon),
-    ]
+    /// The GEMM microkernels of kiln_gemm.inc (built into this runtime, for any host): tile and ISA.
+    public static let microkernels: [(tile: GEMMTile, isa: ISA)] = GEMMConfig.all.map { ($0.tile, $0.isa) }
 
     /// Every kernel a plan may name.
     public static let catalog: [KernelID] = KernelFamily.allCases.flatMap { family -> [KernelID] in
@@ -193,57 +195,49 @@ public struct KernelID: Sendable, Hashable, CustomStringConvertible {
         self = id
     }
 
+    /// The kiln_gemm.inc row of a tiled kernel.
+    var gemmConfig: GEMMConfig? { tile.flatMap { GEMMConfig.of($0, isa) } }
+
     /// Whether this runtime has an indirect microkernel for the tile and ISA (on any host).
-    public var hasIndirectMicrokernel: Bool {
-        guard let tile else { return false }
-        switch (tile.mr, tile.nr, isa) {
-        case (4, 8, .scalar), (6, 16, .avx2), (8, 32, .avx512): return true
-        default: return false
-        }
-    }
+    public var hasIndirectMicrokernel: Bool { gemmConfig?.hasIndirect ?? false }
 
     /// The indirect (implicit im2col) microkernel of a tiled kernel's tile, when this build and
     /// host have one.
     package var indirectMicrokernel: kiln_f32_igemm_ukernel? {
-        guard let tile, isa.isRunnableOnHost else { return nil }
-        switch (tile.mr, tile.nr, isa) {
-        case (4, 8, .scalar): return kiln_f32_igemm_4x8__scalar
-        #if arch(x86_64)
-        case (6, 16, .avx2): return kiln_f32_igemm_6x16__avx2
-        case (8, 32, .avx512): return kiln_f32_igemm_8x32__avx512
-        #endif
-        default: return nil
-        }
+        isa.isRunnableOnHost ? gemmConfig?.row.pointee.igemm : nil
     }
 
     /// The compressed-weight microkernel of a tiled kernel's tile (decoding int8, int4 and table
     /// panels in its k loop), when this build and host have it.
     package var compressedMicrokernel: UnsafePointer<kiln_packed_b_ukernel>? {
-        guard let tile, isa.isRunnableOnHost else { return nil }
-        let name: String
-        switch (tile.mr, tile.nr, isa) {
-        case (4, 8, .scalar): name = "f32_gemm_4x8__scalar"
-        case (6, 16, .avx2): name = "f32_gemm_6x16__avx2"
-        case (8, 32, .avx512): name = "f32_gemm_8x32__avx512"
-        case (4, 8, .neon): name = "f32_gemm_4x8__neon"
-        default: return nil
-        }
-        return kiln_q_gemm_ukernel_named(name)
+        guard isa.isRunnableOnHost, let row = gemmConfig?.row, row.pointee.q.fn != nil else { return nil }
+        return UnsafeRawPointer(row).advanced(by: MemoryLayout<kiln_gemm_config>.offset(of: \.q)!).assumingMemoryBound(to: kiln_packed_b_ukernel.self)
     }
 
     /// The C microkernel of a tiled kernel, when this build and host have it.
     package var microkernel: kiln_f32_gemm_ukernel? {
-        guard let tile, isa.isRunnableOnHost else { return nil }
-        switch (tile.mr, tile.nr, isa) {
-        case (4, 8, .scalar): return kiln_f32_gemm_4x8__scalar
-        #if arch(x86_64)
-        case (6, 16, .avx2): return kiln_f32_gemm_6x16__avx2
-        case (8, 32, .avx512): return kiln_f32_gemm_8x32__avx512
-        #endif
-        #if arch(arm64)
-        case (4, 8, .neon): return kiln_f32_gemm_4x8__neon
-        #endif
-        default: return nil
-        }
+        isa.isRunnableOnHost ? gemmConfig?.row.pointee.f32 : nil
     }
+}
+
+/// One row of CKilnKernels' kiln_gemm.inc, read once: a GEMM microkernel's tile, ISA and entry points.
+struct GEMMConfig: @unchecked Sendable {
+    let tile: GEMMTile
+    let isa: ISA
+    let hasIndirect: Bool
+    /// The C row (static storage).
+    let row: UnsafePointer<kiln_gemm_config>
+
+    /// Every row, in the list's order.
+    static let all: [GEMMConfig] = (0 ..< kiln_gemm_config_count()).map { i in
+        let row = kiln_gemm_config_at(i)!
+        return GEMMConfig(tile: GEMMTile(mr: row.pointee.mr, nr: row.pointee.nr), isa: ISA(code: Int32(row.pointee.isa))!,
+                          hasIndirect: row.pointee.has_igemm != 0, row: row)
+    }
+
+    /// The row of this tile and ISA.
+    static func of(_ tile: GEMMTile, _ isa: ISA) -> GEMMConfig? { all.first { $0.tile == tile && $0.isa == isa } }
+
+    /// The tile the compiler uses for an ISA: its first row.
+    static func preferredTile(_ isa: ISA) -> GEMMTile { all.first { $0.isa == isa }!.tile }
 }

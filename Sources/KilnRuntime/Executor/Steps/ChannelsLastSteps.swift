@@ -387,7 +387,7 @@ struct WinogradNHWCStep: StepKernel, @unchecked Sendable {
         let scratchFloats = kiln_f32_winograd_scratch_floats(c, m, block)
         let chunkBytes = (scratchFloats * 4 + 63) / 64 * 64
         context.scratch(chunkBytes * max(chunks.count, 1))
-        let isa: Int32 = id.isa == .avx512 ? 2 : id.isa == .avx2 ? 1 : 0
+        let isa = id.isa.code
         let (gemms, ukernel, mr, base, scratchSlot) = (gemms, ukernel, mr, epilogue, context.scratchSlot)
         return BoundStep { slots in
             guard tiles > 0, m > 0 else { return }

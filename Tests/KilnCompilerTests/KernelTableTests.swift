@@ -1,0 +1,30 @@
+import CKilnKernels
+@testable import KilnCompiler
+import XCTest
+
+/// The C kernel tables (KILN_ISAS, kiln_gemm.inc) against what the compiler derives from them.
+final class KernelTableTests: XCTestCase {
+    func testISAsAreOneList() {
+        let c = (0 ..< Int32(KILN_ISA_COUNT)).map { String(cString: kiln_isa_name($0)!) }
+        XCTAssertEqual(c, ISA.allCases.map(\.rawValue))
+        XCTAssertEqual(ISA.avx2.requiredFeatures, UInt32(KILN_CPU_X86_V3))
+        XCTAssertEqual(ISA.avx512.requiredFeatures, UInt32(KILN_CPU_X86_V4))
+        XCTAssertEqual(ISA.neon.requiredFeatures, UInt32(KILN_CPU_NEON))
+        XCTAssertEqual(ISA.scalar.requiredFeatures, 0)
+    }
+
+    func testEveryGEMMRowIsInTheCatalogAndEveryArchUsesARow() {
+        XCTAssertEqual(GEMMConfig.all.count, Int(kiln_gemm_config_count()))
+        for row in GEMMConfig.all {
+            let id = KernelID(family: .gemm, tile: row.tile, isa: row.isa)
+            XCTAssertEqual(String(cString: row.row.pointee.name), id.description)
+            XCTAssertNotNil(KernelID(wireName: id.description), "\(id) is not in the catalog")
+            // Built rows expose their entry points where this host runs them.
+            if row.isa.isRunnableOnHost { XCTAssertNotNil(id.microkernel, "\(id)") }
+            XCTAssertEqual(id.indirectMicrokernel != nil, row.hasIndirect && row.isa.isRunnableOnHost, "\(id)")
+        }
+        for arch in Architecture.all {
+            XCTAssertNotNil(GEMMConfig.of(arch.gemm.tile, arch.gemm.isa), "\(arch.name) uses a tile kiln_gemm.inc lacks")
+        }
+    }
+}
