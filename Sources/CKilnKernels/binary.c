@@ -265,3 +265,25 @@ int kiln_cast__scalar(int from, int to, size_t n, const void *x, void *y) {
     default: return 0;
     }
 }
+
+// The names of kiln_binary.inc, in order.
+#define KILN_BINARY(NAME, n, code) #n,
+static const char *const kiln_binary_names[] = {
+#include "kiln_binary.inc"
+};
+#undef KILN_BINARY
+#define KILN_BINARY(NAME, n, code) code,
+static const int kiln_binary_codes[] = {
+#include "kiln_binary.inc"
+};
+#undef KILN_BINARY
+
+const char *kiln_binary_name_at(size_t i) {
+    return i < sizeof kiln_binary_names / sizeof kiln_binary_names[0] ? kiln_binary_names[i] : NULL;
+}
+
+int kiln_binary_code(const char *name) {
+    for (size_t i = 0; kiln_binary_name_at(i); i++)
+        if (strcmp(kiln_binary_names[i], name) == 0) return kiln_binary_codes[i];
+    return 0;
+}

@@ -1,5 +1,6 @@
 import CKilnKernels
 @testable import KilnCompiler
+import KilnFormat
 import XCTest
 
 /// The C kernel tables (KILN_ISAS, kiln_gemm.inc) against what the compiler derives from them.
@@ -26,5 +27,15 @@ final class KernelTableTests: XCTestCase {
         for arch in Architecture.all {
             XCTAssertNotNil(GEMMConfig.of(arch.gemm.tile, arch.gemm.isa), "\(arch.name) uses a tile kiln_gemm.inc lacks")
         }
+    }
+}
+
+extension KernelTableTests {
+    /// kiln_binary.inc and the registry's binary groups name the same ops.
+    func testBinaryOpsAreOneList() {
+        let c = Set((0...).lazy.map { kiln_binary_name_at($0) }.prefix { $0 != nil }.map { String(cString: $0!) })
+        let registry = OpSet.ops(in: .arithmetic).union(OpSet.ops(in: .comparison)).union(OpSet.ops(in: .logical))
+        XCTAssertEqual(c.sorted(), registry.sorted())
+        XCTAssertTrue(OpSet.ops(in: .layoutAgnostic).isSubset(of: registry))
     }
 }

@@ -280,14 +280,16 @@ void kiln_f32_epilogue(size_t m, size_t n, float *c, size_t ldc, const float *bi
 #define KILN_VECTOR_ISAS(X) X(scalar)
 #endif
 
-/// Binary ops: arithmetic (float32 and int64/int32), comparisons (bool out), logic (bool).
-#define KILN_BINARY_OPS(X) \
-    X(ADD, 1) X(SUB, 2) X(MUL, 3) X(DIV, 4) X(MAX, 5) X(MIN, 6) X(POW, 7) X(MOD, 8) \
-    X(EQUAL, 16) X(LESS, 17) X(LESS_OR_EQUAL, 18) X(GREATER, 19) X(GREATER_OR_EQUAL, 20) \
-    X(AND, 32) X(OR, 33) X(XOR, 34)
-#define KILN_DECLARE_BINARY(name, code) KILN_BINARY_##name = code,
-enum { KILN_BINARY_OPS(KILN_DECLARE_BINARY) };
-#undef KILN_DECLARE_BINARY
+/// Binary ops (kiln_binary.inc): arithmetic (float32 and int64/int32), comparisons (bool out), logic (bool).
+#define KILN_BINARY(NAME, name, code) KILN_BINARY_##NAME = code,
+enum {
+#include "kiln_binary.inc"
+};
+#undef KILN_BINARY
+/// The code of the binary op named `name` in kiln_binary.inc, or 0.
+int kiln_binary_code(const char *name);
+/// The name of row `i` of kiln_binary.inc, or NULL past the last.
+const char *kiln_binary_name_at(size_t i);
 
 /// Element types of the dtype-generic kernels.
 enum { KILN_DT_F32 = 1, KILN_DT_I64 = 2, KILN_DT_I32 = 3, KILN_DT_BOOL = 4, KILN_DT_F16 = 5, KILN_DT_F64 = 6, KILN_DT_U8 = 7, KILN_DT_I8 = 8 };

@@ -26,7 +26,7 @@ public struct ChannelsLastLayout: CompilerPass {
 
     static let toLast = [0, 2, 3, 1]
     static let toFirst = [0, 3, 1, 2]
-    static let binaries: Set<String> = ["add", "sub", "mul", "div", "max", "min", "pow"]
+    static let binaries = OpSet.ops(in: .layoutAgnostic)
 
     /// Runs the pass.
     /// - Parameter unit: The unit to rewrite.

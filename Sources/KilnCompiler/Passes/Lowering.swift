@@ -14,15 +14,11 @@ public struct Lowering: CompilerPass {
     /// Creates the pass.
     public init() {}
 
-    /// Binary ops and the element types their kernels take.
-    static let arithmetic: Set<String> = ["add", "sub", "mul", "div", "pow", "max", "min", "mod"]
-    static let comparisons: Set<String> = ["equal", "less", "less_or_equal", "greater", "greater_or_equal"]
-    static let logic: Set<String> = ["and", "or", "xor"]
+    /// The registry's groups that lower to one family each.
+    static let arithmetic = OpSet.ops(in: .arithmetic), comparisons = OpSet.ops(in: .comparison), logic = OpSet.ops(in: .logical)
     /// Reductions the compiled reduce kernel runs (the others of the op set run the reference kernel).
     static let reduceKernels: Set<String> = ["reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_l2"]
-    static let copies: Set<String> = ["transpose", "slice", "concat", "split", "expand", "tile", "pad", "depth_to_space", "space_to_depth"]
-    static let views: Set<String> = ["reshape", "flatten", "squeeze", "unsqueeze", "identity"]
-    static let generators: Set<String> = ["shape", "size", "constant", "constant_of_shape", "range"]
+    static let copies = OpSet.ops(in: .copy), views = OpSet.ops(in: .view), generators = OpSet.ops(in: .generator)
     static let castable: Set<DataType> = [.float32, .float64, .int64, .int32, .int8, .uint8, .bool]
 
     /// Runs the pass.

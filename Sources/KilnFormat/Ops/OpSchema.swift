@@ -71,11 +71,42 @@ public struct OpSchema: Sendable {
     public var onnx: [String] = []
     /// For an elementwise unary function: its kernel and its exact formula.
     public var unary: UnaryMap? = nil
+    /// The groups the op belongs to (passes and kernel families handle groups, not op lists).
+    public var groups: OpGroups = []
+
+    /// The schema with `groups` added.
+    func `in`(_ more: OpGroups) -> OpSchema {
+        var s = self
+        s.groups.formUnion(more)
+        return s
+    }
 
     /// Inputs that must be present.
     public var requiredInputCount: Int {
         inputs.lastIndex { !$0.optional }.map { $0 + 1 } ?? 0
     }
+}
+
+/// Groups of ops that passes and kernel families treat alike.
+public struct OpGroups: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    /// Broadcasting arithmetic of two operands of one numeric type (`binary` kernels).
+    public static let arithmetic = OpGroups(rawValue: 1 << 0)
+    /// Broadcasting comparisons with a bool result (`binary` kernels).
+    public static let comparison = OpGroups(rawValue: 1 << 1)
+    /// Broadcasting logic on bools (`binary` kernels).
+    public static let logical = OpGroups(rawValue: 1 << 2)
+    /// Computes the same in any layout when every operand is permuted alike (the layout pass
+    /// moves it to channels-last).
+    public static let layoutAgnostic = OpGroups(rawValue: 1 << 3)
+    /// Moves elements without computing (`copy` kernels: strided block copies).
+    public static let copy = OpGroups(rawValue: 1 << 4)
+    /// Reinterprets its input's shape; the result shares its bytes (`view` steps).
+    public static let view = OpGroups(rawValue: 1 << 5)
+    /// Makes values from shapes, scalars and attributes alone (`generate` steps; folded by shape plans).
+    public static let generator = OpGroups(rawValue: 1 << 6)
 }
 
 /// Why an op's inputs or attributes do not fit its schema or its kernel.

@@ -66,7 +66,7 @@ extension OpSet {
                 guard direction == "LEFT" || direction == "RIGHT" else { throw OpError("direction must be \"LEFT\" or \"RIGHT\", got \"\(direction)\"") }
                 return [TensorType(a.dtype, try broadcast(a.shape, b.shape))]
             },
-            op("mod", onnx: "Mod", ["a", "b"], ["fmod": .int]) { ctx in
+            op("mod", onnx: "Mod", ["a", "b"], ["fmod": .int], groups: .arithmetic) { ctx in
                 let (a, b) = (try ctx.input(0), try ctx.input(1))
                 try sameDType([a, b])
                 return [TensorType(a.dtype, try broadcast(a.shape, b.shape))]
@@ -89,7 +89,7 @@ extension OpSet {
                 guard x.rank >= 2 else { throw OpError("trilu needs x of rank ≥ 2") }
                 return [x]
             },
-            op("pow", onnx: "Pow", ["x", "exponent"]) { ctx in
+            op("pow", onnx: "Pow", ["x", "exponent"], groups: [.arithmetic, .layoutAgnostic]) { ctx in
                 let (x, e) = (try ctx.input(0), try ctx.input(1))
                 return [TensorType(x.dtype, try broadcast(x.shape, e.shape))]
             },
@@ -101,28 +101,29 @@ extension OpSet {
             },
         ]
         for (name, onnx) in arithmeticNames {
-            ops.append(op(name, onnx: onnx, ["a", "b"]) { ctx in
+            ops.append(op(name, onnx: onnx, ["a", "b"], groups: [.arithmetic, .layoutAgnostic]) { ctx in
                 let (a, b) = (try ctx.input(0), try ctx.input(1))
                 try sameDType([a, b])
                 return [TensorType(a.dtype, try broadcast(a.shape, b.shape))]
             })
         }
         for (name, onnx) in variadicNames {
-            ops.append(op(name, onnx: onnx, ["x"], variadic: true) { ctx in
+            // max and min of two inputs run the binary kernels.
+            ops.append(op(name, onnx: onnx, ["x"], variadic: true, groups: name == "max" || name == "min" ? [.arithmetic, .layoutAgnostic] : []) { ctx in
                 let all = try ctx.inputs.indices.map { try ctx.input($0) }
                 try sameDType(all)
                 return [TensorType(all[0].dtype, try broadcastAll(all))]
             })
         }
         for (name, onnx) in comparisonNames {
-            ops.append(op(name, onnx: onnx, ["a", "b"]) { ctx in
+            ops.append(op(name, onnx: onnx, ["a", "b"], groups: .comparison) { ctx in
                 let (a, b) = (try ctx.input(0), try ctx.input(1))
                 try sameDType([a, b])
                 return [TensorType(.bool, try broadcast(a.shape, b.shape))]
             })
         }
         for (name, onnx) in logicalNames {
-            ops.append(op(name, onnx: onnx, ["a", "b"]) { ctx in
+            ops.append(op(name, onnx: onnx, ["a", "b"], groups: .logical) { ctx in
                 let (a, b) = (try ctx.input(0), try ctx.input(1))
                 guard a.dtype == .bool, b.dtype == .bool else { throw OpError("\(name) needs bool inputs") }
                 return [TensorType(.bool, try broadcast(a.shape, b.shape))]

@@ -25,14 +25,14 @@ extension OpSet {
 
     static var tensorOps: [OpSchema] {
         [
-            op("constant", [], ["value!": .tensor]) { ctx in
+            op("constant", [], ["value!": .tensor], groups: .generator) { ctx in
                 guard case .tensor(let t)? = ctx.attributes["value"] else { throw OpError("value must be a tensor") }
                 guard let n = elementCount(t.shape), t.dtype.byteCount(elements: n) == t.bytes.count else {
                     throw OpError("value holds \(t.bytes.count) bytes, which do not fit \(t.dtype.rawValue)\(t.shape)")
                 }
                 return [TensorType(t.dtype, t.shape.map { .size($0) })]
             },
-            op("reshape", ["x", "shape?"], ["shape": .ints, "allowzero": .int]) { ctx in
+            op("reshape", ["x", "shape?"], ["shape": .ints, "allowzero": .int], groups: .view) { ctx in
                 let x = try ctx.input(0)
                 if let target = try ctx.attributes.ints("shape") {
                     return [TensorType(x.dtype, try reshape(x.shape, target, allowZero: try ctx.attributes.int("allowzero", 0) != 0))]
@@ -40,7 +40,7 @@ extension OpSet {
                 guard ctx.optionalInput(1) != nil else { throw OpError("reshape needs a shape attribute or input") }
                 return [staticLength(ctx.optionalInput(1)).map { TensorType(x.dtype, unknownDims($0)) }]
             },
-            op("transpose", ["x"], ["perm": .ints]) { ctx in
+            op("transpose", ["x"], ["perm": .ints], groups: .copy) { ctx in
                 let x = try ctx.input(0)
                 let perm = try ctx.attributes.ints("perm") ?? Array((0 ..< x.rank).reversed())
                 guard perm.count == x.rank, Set(perm) == Set(0 ..< x.rank) else {
@@ -48,12 +48,12 @@ extension OpSet {
                 }
                 return [TensorType(x.dtype, perm.map { x.shape[$0] })]
             },
-            op("flatten", ["x"], ["axis": .int]) { ctx in
+            op("flatten", ["x"], ["axis": .int], groups: .view) { ctx in
                 let x = try ctx.input(0)
                 let a = try flattenAxis(try ctx.attributes.int("axis", 1), rank: x.rank)
                 return [TensorType(x.dtype, [product(x.shape[..<a]), product(x.shape[a...])])]
             },
-            op("squeeze", ["x", "axes?"], ["axes": .ints]) { ctx in
+            op("squeeze", ["x", "axes?"], ["axes": .ints], groups: .view) { ctx in
                 let x = try ctx.input(0)
                 if let axes = try ctx.attributes.ints("axes") {
                     let set = Set(try axes.map { try normalize(axis: $0, rank: x.rank) })
@@ -68,7 +68,7 @@ extension OpSet {
                 guard x.shape.allSatisfy({ $0.size != nil }) else { return [nil] }
                 return [TensorType(x.dtype, x.shape.filter { $0 != .size(1) })]
             },
-            op("unsqueeze", ["x", "axes?"], ["axes": .ints]) { ctx in
+            op("unsqueeze", ["x", "axes?"], ["axes": .ints], groups: .view) { ctx in
                 let x = try ctx.input(0)
                 guard let axes = try ctx.attributes.ints("axes") else {
                     return [staticLength(ctx.optionalInput(1)).map { TensorType(x.dtype, unknownDims(x.rank + $0)) }]
@@ -79,7 +79,7 @@ extension OpSet {
                 var source = x.shape.makeIterator()
                 return [TensorType(x.dtype, (0 ..< rank).map { set.contains($0) ? .size(1) : source.next()! })]
             },
-            op("concat", ["x"], variadic: true, ["axis!": .int]) { ctx in
+            op("concat", ["x"], variadic: true, ["axis!": .int], groups: .copy) { ctx in
                 let all = try ctx.inputs.indices.map { try ctx.input($0) }
                 try sameDType(all)
                 let rank = all[0].rank
@@ -97,7 +97,7 @@ extension OpSet {
                 dims[a] = total.map { .size($0) } ?? .unknown
                 return [TensorType(all[0].dtype, dims)]
             },
-            op("split", ["x", "split?"], outputs: 1 ... Int.max, ["axis": .int, "split": .ints, "num_outputs": .int]) { ctx in
+            op("split", ["x", "split?"], outputs: 1 ... Int.max, ["axis": .int, "split": .ints, "num_outputs": .int], groups: .copy) { ctx in
                 let x = try ctx.input(0)
                 let a = try axis(ctx, default: 0, rank: x.rank)
                 let n = ctx.outputCount
@@ -115,7 +115,7 @@ extension OpSet {
                     return TensorType(x.dtype, dims)
                 }
             },
-            op("slice", ["x", "starts?", "ends?", "axes?", "steps?"], ["starts": .ints, "ends": .ints, "axes": .ints, "steps": .ints]) { ctx in
+            op("slice", ["x", "starts?", "ends?", "axes?", "steps?"], ["starts": .ints, "ends": .ints, "axes": .ints, "steps": .ints], groups: .copy) { ctx in
                 let x = try ctx.input(0)
                 guard let starts = try ctx.attributes.ints("starts"), let ends = try ctx.attributes.ints("ends") else {
                     return [TensorType(x.dtype, unknownDims(x.rank))]
@@ -197,18 +197,18 @@ extension OpSet {
                 dims[try normalize(axis: ax, rank: x.rank)] = .unknown
                 return [TensorType(x.dtype, dims)]
             },
-            op("expand", ["x", "shape?"], ["shape": .ints]) { ctx in
+            op("expand", ["x", "shape?"], ["shape": .ints], groups: .copy) { ctx in
                 let x = try ctx.input(0)
                 if let s = try ctx.attributes.ints("shape") { return [TensorType(x.dtype, try broadcast(x.shape, s.map { .size($0) }))] }
                 return [staticLength(ctx.optionalInput(1)).map { TensorType(x.dtype, unknownDims(max($0, x.rank))) }]
             },
-            op("tile", ["x", "repeats?"], ["repeats": .ints]) { ctx in
+            op("tile", ["x", "repeats?"], ["repeats": .ints], groups: .copy) { ctx in
                 let x = try ctx.input(0)
                 guard let r = try ctx.attributes.ints("repeats") else { return [TensorType(x.dtype, unknownDims(x.rank))] }
                 guard r.count == x.rank, r.allSatisfy({ $0 >= 0 }) else { throw OpError("repeats must have \(x.rank) non-negative entries") }
                 return [TensorType(x.dtype, zip(x.shape, r).map { d, n in d.size.map { .size($0 &* n) } ?? (n == 1 ? d : .unknown) })]
             },
-            op("pad", ["x", "pads?", "constant_value?", "axes?"], ["pads": .ints, "mode": .string, "value": .float, "axes": .ints]) { ctx in
+            op("pad", ["x", "pads?", "constant_value?", "axes?"], ["pads": .ints, "mode": .string, "value": .float, "axes": .ints], groups: .copy) { ctx in
                 let x = try ctx.input(0)
                 let mode = try ctx.attributes.string("mode", "constant")
                 guard ["constant", "reflect", "edge", "wrap"].contains(mode) else { throw OpError("unknown pad mode '\(mode)'") }
@@ -249,7 +249,7 @@ extension OpSet {
                 }
                 return [TensorType(x.dtype, dims)]
             },
-            op("depth_to_space", onnx: "DepthToSpace", ["x"], ["blocksize!": .int, "mode": .string]) { ctx in
+            op("depth_to_space", onnx: "DepthToSpace", ["x"], ["blocksize!": .int, "mode": .string], groups: .copy) { ctx in
                 let x = try ctx.input(0)
                 let b = try ctx.attributes.int("blocksize", 1)
                 guard x.rank == 4, b >= 1 else { throw OpError("depth_to_space needs rank-4 input and blocksize ≥ 1") }
@@ -258,7 +258,7 @@ extension OpSet {
                 func scale(_ d: Dimension, _ f: (Int) -> Int) -> Dimension { d.size.map { .size(f($0)) } ?? .unknown }
                 return [TensorType(x.dtype, [x.shape[0], scale(x.shape[1]) { $0 / (b &* b) }, scale(x.shape[2]) { $0 &* b }, scale(x.shape[3]) { $0 &* b }])]
             },
-            op("space_to_depth", onnx: "SpaceToDepth", ["x"], ["blocksize!": .int, "mode": .string]) { ctx in
+            op("space_to_depth", onnx: "SpaceToDepth", ["x"], ["blocksize!": .int, "mode": .string], groups: .copy) { ctx in
                 let x = try ctx.input(0)
                 let b = try ctx.attributes.int("blocksize", 1)
                 let mode = try ctx.attributes.string("mode", "DCR")
@@ -267,14 +267,14 @@ extension OpSet {
                 func scale(_ d: Dimension, _ f: (Int) -> Int) -> Dimension { d.size.map { .size(f($0)) } ?? .unknown }
                 return [TensorType(x.dtype, [x.shape[0], scale(x.shape[1]) { $0 * b * b }, scale(x.shape[2]) { $0 / b }, scale(x.shape[3]) { $0 / b }])]
             },
-            op("shape", ["x"], ["start": .int, "end": .int]) { ctx in
+            op("shape", ["x"], ["start": .int, "end": .int], groups: .generator) { ctx in
                 let x = try ctx.input(0)
                 let clamp = { (v: Int) in min(max(v < 0 ? v + x.rank : v, 0), x.rank) }
                 let s = clamp(try ctx.attributes.int("start", 0)), e = clamp(try ctx.attributes.int("end", x.rank))
                 return [TensorType(.int64, [.size(max(0, e - s))])]
             },
-            op("size", ["x"]) { _ in [TensorType(.int64, [])] },
-            op("constant_of_shape", ["shape?"], ["value": .tensor, "shape": .ints]) { ctx in
+            op("size", ["x"], groups: .generator) { _ in [TensorType(.int64, [])] },
+            op("constant_of_shape", ["shape?"], ["value": .tensor, "shape": .ints], groups: .generator) { ctx in
                 var dtype = DataType.float32
                 if case .tensor(let t)? = ctx.attributes["value"] {
                     guard elementCount(t.shape) == 1, t.dtype.byteCount(elements: 1) == t.bytes.count else {
@@ -285,7 +285,7 @@ extension OpSet {
                 if let s = try ctx.attributes.ints("shape") { return [TensorType(dtype, s.map { .size($0) })] }
                 return [staticLength(ctx.optionalInput(0)).map { TensorType(dtype, unknownDims($0)) }]
             },
-            op("range", ["start", "limit", "delta"]) { ctx in
+            op("range", ["start", "limit", "delta"], groups: .generator) { ctx in
                 let s = try ctx.input(0)
                 return [TensorType(s.dtype, [.unknown])]
             },

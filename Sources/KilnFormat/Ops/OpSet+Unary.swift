@@ -76,7 +76,7 @@ extension OpSet {
             unary("relu", onnx: "Relu", integers: true, activation: true, kernel: k("relu")) { _ in { $0 > 0 ? $0 : ($0.isNaN ? $0 : 0) } },
             unary("abs", onnx: "Abs", integers: true, kernel: k("abs")) { _ in { Swift.abs($0) } },
             unary("neg", onnx: "Neg", integers: true, kernel: k("neg")) { _ in { -$0 } },
-            unary("identity", onnx: nil, integers: true, kernel: k("identity")) { _ in { $0 } },
+            unary("identity", onnx: nil, integers: true, kernel: k("identity")) { _ in { $0 } }.in(.view),
             unary("sign", onnx: "Sign", integers: true) { _ in { $0.isNaN ? $0 : $0 > 0 ? 1 : $0 < 0 ? -1 : 0 } },
             unary("sqrt", onnx: "Sqrt", kernel: k("sqrt")) { _ in { $0.squareRoot() } },
             unary("reciprocal", onnx: "Reciprocal", kernel: k("reciprocal")) { _ in { 1 / $0 } },

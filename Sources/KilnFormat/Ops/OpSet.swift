@@ -15,13 +15,20 @@ public enum OpSet {
     public static let onnxDirect: [String: String] = Dictionary(
         schemas.values.flatMap { s in s.onnx.map { ($0, s.name) } }, uniquingKeysWith: { a, b in min(a, b) })
 
+    /// The op types of a group, for kernel families and passes that handle the group.
+    /// - Parameter group: One group.
+    /// - Returns: The op types whose schemas are in it.
+    public static func ops(in group: OpGroups) -> Set<String> {
+        Set(schemas.values.filter { $0.groups.contains(group) }.map(\.name))
+    }
+
     /// The schema of `opType`, if the op set has it.
     public static func schema(_ opType: String) -> OpSchema? { schemas[opType] }
 
     /// Builds a schema. Input names ending in `?` are optional; `attributes` maps names to
     /// kinds, with a trailing `!` on the name for required ones.
     static func op(_ name: String, onnx: String? = nil, _ inputs: [String], variadic: Bool = false, outputs: ClosedRange<Int> = 1 ... 1,
-                   _ attributes: [String: AttributeKind] = [:], infer: @escaping OpSchema.Inference) -> OpSchema {
+                   _ attributes: [String: AttributeKind] = [:], groups: OpGroups = [], infer: @escaping OpSchema.Inference) -> OpSchema {
         var specs: [String: OpSchema.AttributeSpec] = [:]
         for (key, kind) in attributes {
             let required = key.hasSuffix("!")
@@ -30,7 +37,7 @@ public enum OpSet {
         return OpSchema(
             name: name,
             inputs: inputs.map { OpSchema.Input(name: $0.hasSuffix("?") ? String($0.dropLast()) : $0, optional: $0.hasSuffix("?")) },
-            variadic: variadic, outputCount: outputs, attributes: specs, infer: infer, onnx: onnx.map { [$0] } ?? [])
+            variadic: variadic, outputCount: outputs, attributes: specs, infer: infer, onnx: onnx.map { [$0] } ?? [], groups: groups)
     }
 
     // MARK: Shape helpers

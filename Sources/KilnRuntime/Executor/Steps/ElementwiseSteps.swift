@@ -115,13 +115,13 @@ struct BinaryStep: StepKernel, @unchecked Sendable {
     let code: Int32
     let kernel: Kernel
 
-    static let codes: [String: Int32] = [
-        "add": Int32(KILN_BINARY_ADD), "sub": Int32(KILN_BINARY_SUB), "mul": Int32(KILN_BINARY_MUL), "div": Int32(KILN_BINARY_DIV),
-        "max": Int32(KILN_BINARY_MAX), "min": Int32(KILN_BINARY_MIN), "pow": Int32(KILN_BINARY_POW), "mod": Int32(KILN_BINARY_MOD),
-        "equal": Int32(KILN_BINARY_EQUAL), "less": Int32(KILN_BINARY_LESS), "less_or_equal": Int32(KILN_BINARY_LESS_OR_EQUAL),
-        "greater": Int32(KILN_BINARY_GREATER), "greater_or_equal": Int32(KILN_BINARY_GREATER_OR_EQUAL),
-        "and": Int32(KILN_BINARY_AND), "or": Int32(KILN_BINARY_OR), "xor": Int32(KILN_BINARY_XOR),
-    ]
+    /// The C code of each binary op of the registry's arithmetic, comparison and logic groups
+    /// (kiln_binary.inc, by name).
+    static let codes: [String: Int32] = Dictionary(uniqueKeysWithValues: OpSet.ops(in: [.arithmetic]).union(OpSet.ops(in: .comparison))
+        .union(OpSet.ops(in: .logical)).compactMap { name in
+            let code = kiln_binary_code(name)
+            return code == 0 ? nil : (name, code)
+        })
 
     init(id: KernelID, op: KilnFormat.Operation) throws {
         guard let code = BinaryStep.codes[op.opType], op.inputs.count == 2 else { throw OpError("\(op.opType) is not a binary op") }
