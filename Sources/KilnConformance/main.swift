@@ -50,24 +50,7 @@ func readCases(_ path: String) -> (onnx: String, cases: [Case]) {
 }
 
 /// The values of a numeric array as doubles (nil for a type this runner cannot read).
-func doubles(_ x: NDArray) -> [Double]? {
-    switch x.scalarType {
-    case .float32: return x.scalars(as: Float.self).map(Double.init)
-    case .float64: return x.scalars(as: Double.self)
-    case .float16: return x.scalars(as: Float16.self).map { Double(Float($0)) }
-    case .int64: return x.scalars(as: Int64.self).map(Double.init)
-    case .int32: return x.scalars(as: Int32.self).map(Double.init)
-    case .int16: return x.scalars(as: Int16.self).map(Double.init)
-    case .int8: return x.scalars(as: Int8.self).map(Double.init)
-    case .uint8: return x.scalars(as: UInt8.self).map(Double.init)
-    case .uint16: return x.scalars(as: UInt16.self).map(Double.init)
-    case .uint32: return x.scalars(as: UInt32.self).map(Double.init)
-    case .uint64: return x.scalars(as: UInt64.self).map(Double.init)
-    case .bfloat16: return x.withUnsafeBytes { raw in (0 ..< x.elementCount).map { Double(Float(bitPattern: UInt32(raw.load(fromByteOffset: 2 * $0, as: UInt16.self)) << 16)) } }
-    case .bool: return x.scalars(as: Bool.self).map { $0 ? 1 : 0 }
-    default: return nil
-    }
-}
+func doubles(_ x: NDArray) -> [Double]? { x.doubles() }
 
 func compare(_ got: NDArray, _ want: NDArray, rtol: Double, atol: Double) -> Verdict {
     guard got.scalarType == want.scalarType else { return "dtype \(got.scalarType.rawValue), expected \(want.scalarType.rawValue)" }

@@ -182,11 +182,11 @@ public final class Model: Sendable {
         let (files, _) = try ArtifactSelection.files(in: path, model: options.model)
         let packages = files.filter { $0.hasSuffix(".\(PackageFormat.packageExtension)") }.sorted()
         guard let package = packages.first.map({ "\(path)/\($0)" }) else {
-            let keyRefusals = explanation.candidates.compactMap(\.refusal).filter { $0.contains("needs key ") }
+            let keyRefusals = explanation.candidates.compactMap(\.refusal).filter { $0.kind == .needsKey }.map(\.reason)
             if !keyRefusals.isEmpty {
                 throw ArtifactKeyError(path: path, reason: "no artifact runs without a key: " + keyRefusals.joined(separator: "; "))
             }
-            let reasons = explanation.candidates.map { "\($0.path): \($0.refusal ?? "usable")" }
+            let reasons = explanation.candidates.map { "\($0.path): \($0.refusal?.reason ?? "usable")" }
             throw RuntimeError(path: path, reason: reasons.isEmpty
                 ? "holds no compiled artifact and no package"
                 : "no artifact runs on this host (\(target?.name ?? "unsupported CPU")) and there is no package to specialize: " + reasons.joined(separator: "; "))

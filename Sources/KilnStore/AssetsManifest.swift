@@ -267,11 +267,7 @@ public struct HostTarget: Sendable {
     /// Why `entry` does not suit this host, or `nil` when it does.
     /// - Parameter rules: Check the entry's targeting rules too (not for a default entry).
     public func refusal(_ entry: AssetsManifest.Entry, rules: Bool = true) -> String? {
-        guard let arch = Architecture.named(entry.arch) else { return "unknown architecture '\(entry.arch)'" }
-        guard let host = architecture else { return "this CPU has no Kiln architecture" }
-        guard arch.family == host.family else { return "for the \(arch.family) family; this host is \(host.family)" }
-        guard arch.isRunnableOnHost else { return "needs \(arch.name) features this CPU or its OS lacks" }
-        guard arch.level <= host.level else { return "above the arch cap \(host.name)" }
+        if let r = LoadExplanation.Refusal.architecture(entry.arch, host: architecture) { return r.reason }
         if let r = entry.minimumRuntime, runtimeVersion < r { return "needs runtime \(r) or newer; this is \(runtimeVersion)" }
         guard rules else { return nil }
         if let r = entry.requires.runtimeVersion, runtimeVersion < r { return "targets runtime \(r) or newer; this is \(runtimeVersion)" }
@@ -287,26 +283,48 @@ public struct HostTarget: Sendable {
     public func choose(_ model: AssetsManifest.Model) -> (AssetsManifest.Entry?, [(file: String, verdict: String)]) {
         func level(_ e: AssetsManifest.Entry) -> Int { Architecture.named(e.arch)?.level ?? -1 }
         let ordered = model.artifacts.sorted { (level($0), $1.file) > (level($1), $0.file) }
-        var verdicts: [(String, String)] = []
+        var verdicts: [(file: String, verdict: Verdict)] = []
         var chosen: AssetsManifest.Entry?
         for e in ordered {
             if let r = refusal(e) {
-                verdicts.append((e.file, "refused: \(r)"))
+                verdicts.append((e.file, .refused(r)))
             } else if chosen == nil {
                 chosen = e
-                verdicts.append((e.file, "chosen"))
+                verdicts.append((e.file, .chosen))
             } else {
-                verdicts.append((e.file, "usable, not best"))
+                verdicts.append((e.file, .usable))
             }
         }
-        if chosen == nil, let d = ordered.first(where: { $0.isDefault && refusal($0, rules: false) == nil }) {
+        if chosen == nil, let d = ordered.first(where: { $0.isDefault && refusal($0, rules: false) == nil }),
+           let i = verdicts.firstIndex(where: { $0.file == d.file }) {
             chosen = d
-            if let i = verdicts.firstIndex(where: { $0.0 == d.file }) { verdicts[i].1 = "chosen as the default entry (\(verdicts[i].1))" }
+            verdicts[i].verdict = .chosenAsDefault(verdicts[i].verdict)
         }
         // Chosen first, then usable, then refused; each group best arch first.
-        func rank(_ v: String) -> Int { v.hasPrefix("chosen") ? 0 : v.hasPrefix("usable") ? 1 : 2 }
         let order = Dictionary(uniqueKeysWithValues: ordered.enumerated().map { ($1.file, $0) })
-        verdicts.sort { (rank($0.1), order[$0.0] ?? 0) < (rank($1.1), order[$1.0] ?? 0) }
-        return (chosen, verdicts)
+        verdicts.sort { ($0.verdict.rank, order[$0.file] ?? 0) < ($1.verdict.rank, order[$1.file] ?? 0) }
+        return (chosen, verdicts.map { ($0.file, $0.verdict.description) })
+    }
+
+    /// What `choose` decided of one entry.
+    indirect enum Verdict: CustomStringConvertible {
+        case chosen, usable, refused(String), chosenAsDefault(Verdict)
+
+        var rank: Int {
+            switch self {
+            case .chosen, .chosenAsDefault: return 0
+            case .usable: return 1
+            case .refused: return 2
+            }
+        }
+
+        var description: String {
+            switch self {
+            case .chosen: return "chosen"
+            case .usable: return "usable, not best"
+            case .refused(let r): return "refused: \(r)"
+            case .chosenAsDefault(let v): return "chosen as the default entry (\(v))"
+            }
+        }
     }
 }

@@ -158,7 +158,7 @@ struct ModelReport {
         let members = e.candidates.map { c -> Member in
             let file = URL(fileURLWithPath: c.path).lastPathComponent
             return Member(file: file, arch: c.arch, bytes: fileSize(c.path), sha256: listed[file],
-                          verdict: c.path == e.chosen ? "chosen" : c.refusal == nil ? "usable" : "refused", reason: c.refusal)
+                          verdict: c.path == e.chosen ? "chosen" : c.refusal == nil ? "usable" : "refused", reason: c.refusal?.reason)
         }
         let total = members.reduce(0) { $0 + ($1.bytes ?? 0) } + packages.reduce(0) { $0 + PackageReader.diskSize(ofPackageAt: "\(path)/\($1)") }
         var report: ModelReport

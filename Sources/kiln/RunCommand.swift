@@ -107,23 +107,7 @@ enum RunCommand {
     }
 
     static func summary(_ name: String, _ x: NDArray) -> String {
-        var values: [Double] = []
-        let c = x.contiguous()
-        switch x.scalarType {
-        case .float32: values = c.scalars(as: Float.self).map { Double($0) }
-        case .float64: values = c.scalars(as: Double.self)
-        case .float16: values = c.scalars(as: Float16.self).map { Double($0) }
-        case .int64: values = c.scalars(as: Int64.self).map { Double($0) }
-        case .int32: values = c.scalars(as: Int32.self).map { Double($0) }
-        case .int16: values = c.scalars(as: Int16.self).map { Double($0) }
-        case .int8: values = c.scalars(as: Int8.self).map { Double($0) }
-        case .uint8: values = c.scalars(as: UInt8.self).map { Double($0) }
-        case .uint16: values = c.scalars(as: UInt16.self).map { Double($0) }
-        case .uint32: values = c.scalars(as: UInt32.self).map { Double($0) }
-        case .uint64: values = c.scalars(as: UInt64.self).map { Double($0) }
-        case .bool: values = c.scalars(as: Bool.self).map { $0 ? 1 : 0 }
-        default: break
-        }
+        let values = x.doubles() ?? []
         var s = "\(name)  \(x.scalarType.rawValue)\(x.shape)\n"
         if !values.isEmpty {
             let mean = values.reduce(0, +) / Double(values.count)

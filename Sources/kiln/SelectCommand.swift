@@ -82,7 +82,7 @@ struct ArtifactReport {
             ("candidates", .array(explanation.candidates.map { c in
                 .object([("path", .string(c.path)), ("arch", c.arch.map { .string($0) } ?? .null),
                          ("verdict", .string(c.path == explanation.chosen ? "chosen" : c.refusal == nil ? "usable" : "refused")),
-                         ("reason", c.refusal.map { .string($0) } ?? .null)])
+                         ("reason", c.refusal.map { .string($0.reason) } ?? .null), ("kind", c.refusal.map { .string($0.kind.rawValue) } ?? .null)])
             })),
             ("specializationNeeded", .bool(explanation.chosen == nil && package != nil)),
             ("package", package.map { .string($0) } ?? .null),

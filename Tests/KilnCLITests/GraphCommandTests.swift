@@ -43,7 +43,7 @@ final class GraphCommandTests: XCTestCase {
         let dir = try temporaryDirectory(self)
         for name in ["mobilenetv3_orientation", "magika_v3_3", "minilm_l3_paraphrase"] {
             let onnx = "\(testModels)/\(name).onnx"
-            guard FileManager.default.fileExists(atPath: onnx) else { throw XCTSkip("\(onnx) is missing; run make models") }
+            try requireTestModel(onnx)
             XCTAssertEqual(try kiln(["convert", onnx, "-o", "\(dir)/\(name).kiln"]).status, 0)
             XCTAssertEqual(try kiln(["compile", "\(dir)/\(name).kiln", "--arch", "x86_64_v3", "-o", "\(dir)/\(name)"]).status, 0)
             for path in ["\(dir)/\(name).kiln", "\(dir)/\(name)/\(name).x86_64_v3.compiled"] {

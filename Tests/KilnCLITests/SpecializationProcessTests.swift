@@ -61,12 +61,22 @@ final class SpecializationProcessTests: XCTestCase {
         throw XCTSkip("the arm64 artifact would load directly")
         #else
         let (dir, cache, inputs) = try prepare()
-        for delay in [0.05, 0.2, 0.4] {
+        // How long an uninterrupted run takes here, so every kill lands while the child still works.
+        let started = Date()
+        let full = try spawn(["run", dir, "--print"] + inputs, cache: cache, stderr: "\(dir)/../full.err")
+        full.waitUntilExit()
+        XCTAssertEqual(full.terminationStatus, 0)
+        let duration = Date().timeIntervalSince(started)
+        for fraction in [0.1, 0.35, 0.6] {
+            let delay = duration * fraction
             try? FileManager.default.removeItem(atPath: cache)
             let p = try spawn(["run", dir, "--print"] + inputs, cache: cache, stderr: "\(dir)/../k.err")
             Thread.sleep(forTimeInterval: delay)
             kill(p.processIdentifier, SIGKILL)
             p.waitUntilExit()
+            // The child was killed, not finished: otherwise this delay tested nothing.
+            XCTAssertEqual(p.terminationReason, .uncaughtSignal, "delay \(delay) s of \(duration) s: the run finished before the kill")
+            XCTAssertEqual(p.terminationStatus, SIGKILL)
             // Whatever is in the cache now either is a complete, valid artifact or is ignored.
             let folder = "\(cache)/kiln/evictable"
             for file in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where file.hasSuffix(".compiled") {

@@ -66,7 +66,7 @@ final class ForeignPlanTests: XCTestCase {
 
     func testAForeignConvolutionPlanRunsThroughItsScalarKernels() throws {
         let path = "\(sharedModels)/mobilenetv3_orientation.onnx"
-        guard FileManager.default.fileExists(atPath: path) else { throw XCTSkip("\(path) is missing; run make models") }
+        try requireTestModel(path)
         let model = try ONNXImporter.convert(contentsOf: path)
         let input = try XCTUnwrap(model.functions[0].inputs.first)
         var shape: [Int] = []

@@ -126,7 +126,7 @@ final class IntegrityTests: XCTestCase {
         let model = try await Model.load(contentsOf: URL(fileURLWithPath: dir), options: options("\(dir)/cache"))
         XCTAssertEqual(model.architecture, baseline.name)
         let refused = model.explanation.candidates.first { $0.path == best }!
-        XCTAssertTrue(refused.refusal!.contains("weights: checksum mismatch"), model.explanation.description)
+        XCTAssertTrue(refused.refusal!.reason.contains("weights: checksum mismatch"), model.explanation.description)
         let explained = try Model.explainSelection(inDirectory: dir, options: options("\(dir)/cache"))
         XCTAssertEqual(explained.chosen, "\(dir)/TinyClassifier.\(baseline.name).compiled")
         XCTAssertTrue(explained.description.contains("refused: weights: checksum mismatch"), explained.description)
@@ -158,7 +158,7 @@ final class IntegrityTests: XCTestCase {
             try compile(baseline.name, into: dir)
             let model = try await Model.load(contentsOf: URL(fileURLWithPath: dir), options: options("\(root)/cache"))
             XCTAssertEqual(model.architecture, baseline.name, what)
-            let refusal = model.explanation.candidates.first { $0.path == best }!.refusal ?? ""
+            let refusal = model.explanation.candidates.first { $0.path == best }!.refusal?.reason ?? ""
             XCTAssertTrue(refusal.hasPrefix(what) && refusal.contains("checksum mismatch"), "\(what): \(refusal)")
         }
     }
@@ -266,7 +266,7 @@ final class IntegrityTests: XCTestCase {
         let capped = try await Model.load(contentsOf: URL(fileURLWithPath: dir), options: o)
         XCTAssertEqual(capped.architecture, baseline.name)
         let refused = capped.explanation.candidates.first { $0.arch == host.name }!
-        XCTAssertTrue(refused.refusal!.contains("above the arch cap"), capped.explanation.description)
+        XCTAssertTrue(refused.refusal!.reason.contains("above the arch cap"), capped.explanation.description)
         o.maxArchitecture = "sparc64"
         do {
             _ = try await Model.load(contentsOf: URL(fileURLWithPath: dir), options: o)

@@ -38,7 +38,7 @@ final class LoaderTests: XCTestCase {
         XCTAssertEqual(model.architecture, "x86_64")
         XCTAssertEqual(model.explanation.chosen, "\(dir)/TinyClassifier.x86_64.compiled")
         let arm = model.explanation.candidates.first { $0.arch == "arm64" }!
-        XCTAssertTrue(arm.refusal!.contains("arm64 family"), arm.refusal!)
+        XCTAssertTrue(arm.refusal!.reason.contains("arm64 family"), arm.refusal!.reason)
         XCTAssertNil(model.explanation.specialization)
         #endif
         let reference = try await probabilities(try await Model.load(contentsOf: URL(fileURLWithPath: classifier)))
@@ -80,7 +80,7 @@ final class LoaderTests: XCTestCase {
         try FileManager.default.copyItem(atPath: classifier, toPath: "\(dir)/TinyClassifier.kiln")
         let model = try await Model.load(contentsOf: URL(fileURLWithPath: dir), options: options("\(dir)/cache"))
         let candidate = model.explanation.candidates[0]
-        XCTAssertTrue(candidate.refusal!.contains("format version \(newer) is newer"), candidate.refusal!)
+        XCTAssertTrue(candidate.refusal!.reason.contains("format version \(newer) is newer"), candidate.refusal!.reason)
         XCTAssertTrue(model.explanation.specialization!.hasPrefix("specialized"), model.explanation.description)
     }
 

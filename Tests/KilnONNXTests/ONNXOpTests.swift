@@ -72,17 +72,7 @@ final class ONNXOpTests: XCTestCase {
     func compare(_ got: NDArray, _ want: NDArray, tolerance: Double) -> String? {
         guard got.shape == want.shape else { return "shape \(got.shape), expected \(want.shape)" }
         guard got.scalarType == want.scalarType else { return "dtype \(got.scalarType.rawValue), expected \(want.scalarType.rawValue)" }
-        func doubles(_ x: NDArray) -> [Double] {
-            switch x.scalarType {
-            case .float32: return x.scalars(as: Float.self).map(Double.init)
-            case .float16: return x.scalars(as: Float16.self).map { Double(Float($0)) }
-            case .float64: return x.scalars(as: Double.self)
-            case .int64: return x.scalars(as: Int64.self).map(Double.init)
-            case .int32: return x.scalars(as: Int32.self).map(Double.init)
-            case .bool: return x.scalars(as: Bool.self).map { $0 ? 1 : 0 }
-            default: return []
-            }
-        }
+        func doubles(_ x: NDArray) -> [Double] { x.doubles() ?? [] }
         let (g, e) = (doubles(got), doubles(want))
         for i in g.indices where !(g[i].isNaN && e[i].isNaN) && g[i] != e[i] {
             if !want.scalarType.isFloatingPoint || abs(g[i] - e[i]) > tolerance * max(1, abs(e[i])) {

@@ -57,20 +57,7 @@ public final class OpFixtureTests: XCTestCase {
         guard got.scalarType == want.scalarType || (got.scalarType == .float16 && w == .float32) else {
             return "dtype \(got.scalarType.rawValue), expected \(want.scalarType.rawValue)"
         }
-        func doubles(_ x: NDArray) -> [Double] {
-            switch x.scalarType {
-            case .float32: return x.scalars(as: Float.self).map(Double.init)
-            case .float16: return x.scalars(as: Float16.self).map { Double(Float($0)) }
-            case .float64: return x.scalars(as: Double.self)
-            case .int64: return x.scalars(as: Int64.self).map(Double.init)
-            case .int32: return x.scalars(as: Int32.self).map(Double.init)
-            case .int16: return x.scalars(as: Int16.self).map(Double.init)
-            case .int8: return x.scalars(as: Int8.self).map(Double.init)
-            case .uint8: return x.scalars(as: UInt8.self).map(Double.init)
-            case .bool: return x.scalars(as: Bool.self).map { $0 ? 1 : 0 }
-            default: return []
-            }
-        }
+        func doubles(_ x: NDArray) -> [Double] { x.doubles() ?? [] }
         let (g, e) = (doubles(got), doubles(want))
         let exact = !want.scalarType.isFloatingPoint
         for i in g.indices {

@@ -89,11 +89,29 @@ final class NPYTests: XCTestCase {
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return Int(truncatingIfNeeded: state >> 33)
         }
+        var refused = 0, read = 0
         for _ in 0 ..< 2000 {
             var b = valid
             for _ in 0 ... next() % 4 { b[next() % min(b.count, 128)] = UInt8(truncatingIfNeeded: next()) }
             if next() % 4 == 0 { b.removeLast(next() % b.count) }
-            _ = try? NDArray(npyBytes: b)
+            do {
+                // What reads is whole: its elements lie in the bytes after the header (trailing bytes are
+                // ignored, as NumPy does), and it writes back as it read.
+                let x = try NDArray(npyBytes: b)
+                read += 1
+                let headerLength = b[6] == 1 ? 10 + (Int(b[8]) | Int(b[9]) << 8) : 12 + (Int(b[8]) | Int(b[9]) << 8 | Int(b[10]) << 16 | Int(b[11]) << 24)
+                XCTAssertTrue(x.shape.allSatisfy { $0 >= 0 })
+                XCTAssertLessThanOrEqual(x.elementCount * x.elementSize, b.count - headerLength, "shape \(x.shape)")
+                let back = try NDArray(npyBytes: x.npyBytes())
+                XCTAssertEqual(back.shape, x.shape)
+                XCTAssertEqual(back.bytes, x.bytes)
+            } catch {
+                refused += 1
+                XCTAssertFalse("\(error)".isEmpty)
+            }
         }
+        // The mutations reach both outcomes: bytes of the data, and headers that are refused.
+        XCTAssertGreaterThan(refused, 100)
+        XCTAssertGreaterThan(read, 10)
     }
 }

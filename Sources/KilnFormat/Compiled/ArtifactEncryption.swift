@@ -203,7 +203,7 @@ public enum ArtifactEncryption {
         let stored = bytes.loadLE(UInt32.self, at: headerSize - 4)
         let actual = crc32(UnsafeRawBufferPointer(rebasing: bytes[0 ..< headerSize - 4]))
         guard stored == actual else {
-            throw PackageError(field: "encryption header", reason: "checksum mismatch (stored \(hex(stored)), computed \(hex(actual))); the file is corrupt")
+            throw PackageError(field: "encryption header", reason: "checksum mismatch (stored \(hex(stored)), computed \(hex(actual))); the file is corrupt", kind: .damaged)
         }
         let version = bytes.loadLE(UInt32.self, at: 8)
         guard version == 1, bytes.loadLE(UInt32.self, at: 12) == UInt32(headerSize) else {

@@ -121,7 +121,7 @@ public struct CompiledArtifact: Sendable {
         guard let weightSection else { return }
         let c = crc32Parallel(weightSection.bytes)
         guard c == weightsChecksum else {
-            throw PackageError(field: "weights", reason: "checksum mismatch (stored \(hex(weightsChecksum)), computed \(hex(c))); the artifact is corrupt")
+            throw PackageError(field: "weights", reason: "checksum mismatch (stored \(hex(weightsChecksum)), computed \(hex(c))); the artifact is corrupt", kind: .damaged)
         }
     }
 
@@ -206,11 +206,11 @@ public struct CompiledArtifact: Sendable {
         let stored = bytes.loadLE(UInt32.self, at: size - 4)
         let actual = crc32(UnsafeRawBufferPointer(rebasing: bytes[0 ..< size - 4]))
         guard stored == actual else {
-            throw PackageError(field: "header", reason: "checksum mismatch (stored \(hex(stored)), computed \(hex(actual))); the artifact is corrupt")
+            throw PackageError(field: "header", reason: "checksum mismatch (stored \(hex(stored)), computed \(hex(actual))); the artifact is corrupt", kind: .damaged)
         }
         let version = Int(bytes.loadLE(UInt32.self, at: 8))
         guard version <= CompiledFormat.currentVersion else {
-            throw PackageError(field: "header", reason: "artifact format version \(version) is newer than this runtime reads (\(CompiledFormat.currentVersion))")
+            throw PackageError(field: "header", reason: "artifact format version \(version) is newer than this runtime reads (\(CompiledFormat.currentVersion))", kind: .newerFormat)
         }
         guard version >= CompiledFormat.oldestReadableVersion else {
             throw PackageError(field: "header", reason: "artifact format version \(version) is older than this runtime's kernels and weight layouts (it reads \(CompiledFormat.oldestReadableVersion)–\(CompiledFormat.currentVersion)); compile the package again")
@@ -264,7 +264,7 @@ public struct CompiledArtifact: Sendable {
         let planBytes = UnsafeRawBufferPointer(rebasing: bytes[planRange])
         let planCRC = crc32(planBytes)
         guard planCRC == bytes.loadLE(UInt32.self, at: 168), planCRC == bytes.loadLE(UInt32.self, at: t + 20) else {
-            throw PackageError(field: "plan", reason: "checksum mismatch (computed \(hex(planCRC))); the artifact is corrupt")
+            throw PackageError(field: "plan", reason: "checksum mismatch (computed \(hex(planCRC))); the artifact is corrupt", kind: .damaged)
         }
         let weights = UnsafeRawBufferPointer(rebasing: bytes[weightRange])
         let storedWeightsCRC = bytes.loadLE(UInt32.self, at: t + 16)
@@ -273,7 +273,7 @@ public struct CompiledArtifact: Sendable {
         if verifyWeights {
             let c = crc32(weights)
             guard c == storedWeightsCRC else {
-                throw PackageError(field: "weights", reason: "checksum mismatch (stored \(hex(storedWeightsCRC)), computed \(hex(c))); the artifact is corrupt")
+                throw PackageError(field: "weights", reason: "checksum mismatch (stored \(hex(storedWeightsCRC)), computed \(hex(c))); the artifact is corrupt", kind: .damaged)
             }
         }
         let (contents, functions, arch, source) = try CompiledPlanCodec.decode(planBytes)

@@ -55,7 +55,7 @@ public struct ModelArchive: Sendable {
     public func verify(_ member: Member) throws {
         let digest = SHA256.hex(SHA256.hash(bytes(of: member)))
         guard digest == member.sha256 else {
-            throw PackageError(path: file.path, field: member.name, reason: "SHA-256 \(digest) differs from the archive index's \(member.sha256); the archive is corrupt")
+            throw PackageError(path: file.path, field: member.name, reason: "SHA-256 \(digest) differs from the archive index's \(member.sha256); the archive is corrupt", kind: .damaged)
         }
     }
 
@@ -82,7 +82,7 @@ public struct ModelArchive: Sendable {
         guard isArchive(b) else { throw PackageError(reason: "not a Kiln archive (bad magic)") }
         let headerCRC = crc32(UnsafeRawBufferPointer(rebasing: b[0 ..< 28]))
         guard headerCRC == b.loadLE(UInt32.self, at: 28) else {
-            throw PackageError(field: "header", reason: "checksum mismatch; the archive is corrupt")
+            throw PackageError(field: "header", reason: "checksum mismatch; the archive is corrupt", kind: .damaged)
         }
         let version = b.loadLE(UInt32.self, at: 8)
         guard version == 1 else { throw PackageError(field: "header", reason: "archive version \(version) is not one this runtime reads (1)") }
@@ -94,7 +94,7 @@ public struct ModelArchive: Sendable {
         guard indexBytes <= b.count - 32 else { throw PackageError(field: "index", reason: "runs past the end of the file") }
         let index = UnsafeRawBufferPointer(rebasing: b[32 ..< 32 + indexBytes])
         guard crc32(index) == b.loadLE(UInt32.self, at: 24) else {
-            throw PackageError(field: "index", reason: "checksum mismatch; the archive is corrupt")
+            throw PackageError(field: "index", reason: "checksum mismatch; the archive is corrupt", kind: .damaged)
         }
         guard let root = (try? JSONSerialization.jsonObject(with: Data(index))) as? [String: Any],
               let list = root["members"] as? [[String: Any]] else {

@@ -8,16 +8,30 @@ public struct PackageError: Error, Sendable, CustomStringConvertible, Equatable 
     public var field: String?
     /// What is wrong.
     public var reason: String
+    /// The class of problem, for programs (loaders fall back on a newer format, report damage).
+    public var kind: Kind
+
+    /// Classes of problem.
+    public enum Kind: String, Sendable, Equatable {
+        /// The bytes or the model do not follow the format.
+        case malformed
+        /// A format version newer than this Kiln reads.
+        case newerFormat
+        /// A checksum or digest does not match: the file is damaged.
+        case damaged
+    }
 
     /// Creates an error.
     /// - Parameters:
     ///   - path: The file the problem is in.
     ///   - field: Where in the model the problem is.
     ///   - reason: What is wrong.
-    public init(path: String? = nil, field: String? = nil, reason: String) {
+    ///   - kind: The class of problem.
+    public init(path: String? = nil, field: String? = nil, reason: String, kind: Kind = .malformed) {
         self.path = path
         self.field = field
         self.reason = reason
+        self.kind = kind
     }
 
     /// The same error, naming `path` when it does not name a file yet.

@@ -60,7 +60,7 @@ public enum PackageReader {
         }
         let version = Int(file.loadLE(UInt32.self, at: 8))
         guard version <= PackageFormat.currentVersion else {
-            throw PackageError(reason: "format version \(version) is newer than this Kiln reads (\(PackageFormat.currentVersion)); upgrade Kiln")
+            throw PackageError(reason: "format version \(version) is newer than this Kiln reads (\(PackageFormat.currentVersion)); upgrade Kiln", kind: .newerFormat)
         }
         guard version >= PackageFormat.oldestReadableVersion else {
             throw PackageError(reason: "format version \(version) is not supported")
@@ -76,7 +76,7 @@ public enum PackageReader {
         let stored = file.loadLE(UInt32.self, at: 24)
         let actual = crc32(payload)
         guard stored == actual else {
-            throw PackageError(reason: "manifest checksum mismatch (stored \(hex(stored)), computed \(hex(actual)))")
+            throw PackageError(reason: "manifest checksum mismatch (stored \(hex(stored)), computed \(hex(actual)))", kind: .damaged)
         }
         let contents = try ManifestCodec.decode(payload)
         guard contents.formatVersion == version else {

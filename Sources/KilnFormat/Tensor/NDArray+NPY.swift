@@ -12,14 +12,17 @@ public struct NPYError: Error, Sendable, CustomStringConvertible {
 extension NDArray {
     static let npyMagic: [UInt8] = [0x93] + Array("NUMPY".utf8)
 
-    /// `descr` strings of the supported element types.
-    static let npyDescriptors: [String: DataType] = [
-        "<f4": .float32, "<f2": .float16, "<f8": .float64, "<i8": .int64, "<i4": .int32, "<i2": .int16,
-        "|i1": .int8, "<i1": .int8, "|u1": .uint8, "<u1": .uint8, "|b1": .bool, "<b1": .bool,
-        "<u2": .uint16, "<u4": .uint32, "<u8": .uint64,
+    /// `descr` strings of the supported element types, read in either form; the first of a
+    /// type is the one written.
+    static let npyDescriptorList: [(descr: String, dtype: DataType)] = [
+        ("<f4", .float32), ("<f2", .float16), ("<f8", .float64), ("<i8", .int64), ("<i4", .int32), ("<i2", .int16),
+        ("|i1", .int8), ("<i1", .int8), ("|u1", .uint8), ("<u1", .uint8), ("|b1", .bool), ("<b1", .bool),
+        ("<u2", .uint16), ("<u4", .uint32), ("<u8", .uint64),
         // NumPy has no bfloat16: a 2-byte void holds its bits (what ml_dtypes' bfloat16 saves as).
-        "|V2": .bfloat16, "<V2": .bfloat16,
+        ("|V2", .bfloat16), ("<V2", .bfloat16),
     ]
+    static let npyDescriptors = Dictionary(uniqueKeysWithValues: npyDescriptorList.map { ($0.descr, $0.dtype) })
+    static let npyWritten = Dictionary(npyDescriptorList.map { ($0.dtype, $0.descr) }, uniquingKeysWith: { first, _ in first })
 
     /// Reads an `.npy` file.
     /// - Parameter path: The file.
@@ -95,12 +98,7 @@ extension NDArray {
 
     /// The `.npy` (version 1.0) encoding of this array.
     public func npyBytes() -> [UInt8] {
-        let written: [DataType: String] = [
-            .float32: "<f4", .float16: "<f2", .float64: "<f8", .int64: "<i8", .int32: "<i4",
-            .int16: "<i2", .int8: "|i1", .uint8: "|u1", .bool: "|b1",
-            .uint16: "<u2", .uint32: "<u4", .uint64: "<u8", .bfloat16: "|V2",
-        ]
-        let descr = written[scalarType]
+        let descr = NDArray.npyWritten[scalarType]
         precondition(descr != nil, "\(scalarType.rawValue) has no .npy encoding")
         let shapeText = shape.isEmpty ? "()" : shape.count == 1 ? "(\(shape[0]),)" : "(" + shape.map(String.init).joined(separator: ", ") + ")"
         var header = "{'descr': '\(descr!)', 'fortran_order': False, 'shape': \(shapeText), }"

@@ -61,12 +61,8 @@ extension NDArray {
 
     /// The elements as `Double`s (any numeric array).
     func doubleValues() throws -> [Double] {
-        switch scalarType {
-        case .float32: return scalars(as: Float.self).map { Double($0) }
-        case .float64: return scalars(as: Double.self)
-        case .uint64: return scalars(as: UInt64.self).map { Double($0) }
-        default: return try intValues().map { Double($0) }
-        }
+        guard let values = doubles() else { throw OpError("expected a numeric tensor, got \(scalarType.rawValue)") }
+        return values
     }
 
     /// An int64 array of `values`.

@@ -31,7 +31,7 @@ extension Model {
         for (member, n, archName) in artifacts where n == name {
             let label = "\(path)#\(member.name)"
             switch ArtifactSelection.judgeArch(archName, host: target) {
-            case .failure(let r): explanation.candidates.append(.init(path: label, arch: archName, refusal: r.reason))
+            case .failure(let r): explanation.candidates.append(.init(path: label, arch: archName, refusal: r))
             case .success(let arch): usable.append((arch, member))
             }
         }
@@ -57,15 +57,15 @@ extension Model {
                 return Model(backend: .compiled(artifact), url: URL(fileURLWithPath: path), options: options, explanation: explanation)
             } catch let e as ArtifactKeyError {
                 keyRefusals.append(e.reason)
-                explanation.candidates.append(.init(path: label, arch: nil, refusal: e.reason))
+                explanation.candidates.append(.init(path: label, arch: nil, refusal: .init(.needsKey, e.reason)))
             } catch {
-                explanation.candidates.append(.init(path: label, arch: nil, refusal: "\(error)"))
+                explanation.candidates.append(.init(path: label, arch: nil, refusal: .init(reading: error)))
             }
         }
         if !keyRefusals.isEmpty {
             throw ArtifactKeyError(path: path, reason: "no artifact runs without a key: " + keyRefusals.joined(separator: "; "))
         }
-        let reasons = explanation.candidates.map { "\($0.path): \($0.refusal ?? "usable")" }
+        let reasons = explanation.candidates.map { "\($0.path): \($0.refusal?.reason ?? "usable")" }
         throw RuntimeError(path: path, reason: "no artifact of '\(name)' runs on this host (\(target?.name ?? "unsupported CPU")): " + reasons.joined(separator: "; "))
     }
 }

@@ -12,7 +12,75 @@ public struct LoadExplanation: Sendable, CustomStringConvertible {
         /// The arch its name claims (`nil` when the name does not parse).
         public var arch: String?
         /// `nil` when usable; otherwise why it was refused.
-        public var refusal: String?
+        public var refusal: Refusal?
+    }
+
+    /// Why the loader refused an artifact: a kind programs switch on, and a sentence for people.
+    public struct Refusal: Error, Sendable, Hashable, CustomStringConvertible {
+        /// Classes of refusal.
+        public enum Kind: String, Sendable, Hashable {
+            /// The file name is not `Name.<arch>.compiled`.
+            case badName
+            /// The arch is unknown, of another CPU family, or needs features this host lacks.
+            case wrongArchitecture
+            /// The arch is above the cap the caller set.
+            case aboveCap
+            /// The artifact's format is newer than this runtime reads.
+            case newerFormat
+            /// The artifact needs a newer runtime.
+            case newerRuntime
+            /// The artifact is encrypted and no key given opens it.
+            case needsKey
+            /// A checksum or digest does not match.
+            case damaged
+            /// The header, the file name and the manifest disagree.
+            case mismatch
+            /// The file cannot be read as an artifact.
+            case unreadable
+        }
+
+        /// The class.
+        public var kind: Kind
+        /// The sentence.
+        public var reason: String
+
+        /// Creates a refusal.
+        public init(_ kind: Kind, _ reason: String) {
+            self.kind = kind
+            self.reason = reason
+        }
+
+        /// The refusal for an error reading or verifying an artifact.
+        /// - Parameter error: What reading threw.
+        public init(reading error: any Error) {
+            switch error {
+            case let e as PackageError:
+                let kind: Kind = e.kind == .newerFormat ? .newerFormat : e.kind == .damaged ? .damaged : .unreadable
+                self.init(kind, e.field.map { "\($0): \(e.reason)" } ?? e.reason)
+            case let e as ArtifactKeyError: self.init(.needsKey, e.reason)
+            case let e as Refusal: self = e
+            default: self.init(.unreadable, "\(error)")
+            }
+        }
+
+        public var description: String { reason }
+
+        /// Why an artifact for `archName` cannot load here under the cap `host` (the host's best
+        /// arch, or a lower one), or `nil` when it can: the one rule for directories, archives
+        /// and manifests.
+        /// - Parameters:
+        ///   - archName: An arch name, from a file name or a manifest entry.
+        ///   - host: The cap (`nil`: this CPU has no Kiln architecture).
+        public static func architecture(_ archName: String, host: Architecture?) -> Refusal? {
+            guard let arch = Architecture.named(archName) else { return .init(.wrongArchitecture, "unknown architecture '\(archName)'") }
+            guard let host else { return .init(.wrongArchitecture, "this CPU has no Kiln architecture") }
+            guard arch.family == host.family else { return .init(.wrongArchitecture, "for the \(arch.family) family; this host is \(host.family)") }
+            guard arch.isRunnableOnHost else {
+                return .init(.wrongArchitecture, "needs \(arch.name) features this CPU or its OS lacks (host: \(Architecture.host?.name ?? host.name))")
+            }
+            guard arch.level <= host.level else { return .init(.aboveCap, "above the arch cap \(host.name)") }
+            return nil
+        }
     }
 
     /// The host's best architecture name.
@@ -139,12 +207,12 @@ enum ArtifactSelection {
         for file in files where file.hasSuffix(".\(CompiledFormat.fileExtension)") {
             let path = "\(directory)/\(file)"
             guard let (_, archName) = parse(file) else {
-                explanation.candidates.append(.init(path: path, arch: nil, refusal: "name is not Name.<arch>.compiled"))
+                explanation.candidates.append(.init(path: path, arch: nil, refusal: .init(.badName, "name is not Name.<arch>.compiled")))
                 continue
             }
             var candidate = LoadExplanation.Candidate(path: path, arch: archName, refusal: nil)
             switch judge(path, archName, runtimeVersion: runtimeVersion, host: host, keys: keys) {
-            case .failure(let refusal): candidate.refusal = refusal.reason
+            case .failure(let refusal): candidate.refusal = refusal
             case .success(let (arch, artifact)): usable.append((arch, path, artifact, file))
             }
             explanation.candidates.append(candidate)
@@ -159,19 +227,15 @@ enum ArtifactSelection {
                 rank[path] = usable.count - i
                 continue
             }
-            var refusal: String?
+            var refusal: LoadExplanation.Refusal?
             do {
                 if let entry = listed[file], let digest = entry.sha256 {
                     explanation.verification = try verifier.verifyListed(artifact, path: path, sha256: digest, bytes: entry.bytes)
                 } else {
                     explanation.verification = try verifier.verify(artifact, path: path)
                 }
-            } catch let e as PackageError {
-                refusal = e.field.map { "\($0): \(e.reason)" } ?? e.reason
-            } catch let e as Refusal {
-                refusal = e.reason
             } catch {
-                refusal = "\(error)"
+                refusal = LoadExplanation.Refusal(reading: error)
             }
             if let refusal, let k = explanation.candidates.firstIndex(where: { $0.path == path }) {
                 explanation.candidates[k].refusal = refusal
@@ -194,18 +258,12 @@ enum ArtifactSelection {
         return (explanation, chosen)
     }
 
-    struct Refusal: Error { var reason: String }
+    typealias Refusal = LoadExplanation.Refusal
 
     /// Whether an arch named in a file name runs here under the cap `host`.
     static func judgeArch(_ archName: String, host: Architecture?) -> Result<Architecture, Refusal> {
-        guard let arch = Architecture.named(archName) else { return .failure(.init(reason: "unknown architecture '\(archName)'")) }
-        guard let host else { return .failure(.init(reason: "this CPU has no Kiln architecture")) }
-        guard arch.family == host.family else { return .failure(.init(reason: "for the \(arch.family) family; this host is \(host.family)")) }
-        guard arch.isRunnableOnHost else {
-            return .failure(.init(reason: "needs \(arch.name) features this CPU or its OS lacks (host: \(Architecture.host?.name ?? host.name))"))
-        }
-        guard arch.level <= host.level else { return .failure(.init(reason: "above the arch cap \(host.name)")) }
-        return .success(arch)
+        if let refusal = Refusal.architecture(archName, host: host) { return .failure(refusal) }
+        return .success(Architecture.named(archName)!)
     }
 
     /// Everything but the weights: name, arch, host, header, plan.
@@ -219,18 +277,14 @@ enum ArtifactSelection {
         let artifact: CompiledArtifact
         do {
             artifact = try CompiledArtifact.read(at: path, keys: keys)
-        } catch let e as PackageError {
-            return .failure(.init(reason: e.field.map { "\($0): \(e.reason)" } ?? e.reason))
-        } catch let e as ArtifactKeyError {
-            return .failure(.init(reason: e.reason))
         } catch {
-            return .failure(.init(reason: "\(error)"))
+            return .failure(Refusal(reading: error))
         }
         guard artifact.header.arch == arch.name else {
-            return .failure(.init(reason: "header says '\(artifact.header.arch)', the name says '\(arch.name)'"))
+            return .failure(.init(.mismatch, "header says '\(artifact.header.arch)', the name says '\(arch.name)'"))
         }
         guard artifact.header.minimumRuntime <= runtimeVersion else {
-            return .failure(.init(reason: "needs runtime \(artifact.header.minimumRuntime) or newer; this is \(runtimeVersion)"))
+            return .failure(.init(.newerRuntime, "needs runtime \(artifact.header.minimumRuntime) or newer; this is \(runtimeVersion)"))
         }
         return .success((arch, artifact))
     }

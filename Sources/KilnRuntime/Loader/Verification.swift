@@ -77,15 +77,15 @@ struct ArtifactVerifier: Sendable {
         let expected = expected.lowercased()
         let size = artifact.fileBytes?.count ?? 0
         if let bytes, bytes != size {
-            throw ArtifactSelection.Refusal(reason: "assets.json: the file is \(size) bytes, the manifest lists \(bytes)")
+            throw ArtifactSelection.Refusal(.damaged, "assets.json: the file is \(size) bytes, the manifest lists \(bytes)")
         }
         let check = "sha256=\(expected)"
         if remembered(artifact.file, check) { return "SHA-256 matched assets.json on an earlier load of this unchanged file" }
-        guard let bytes = artifact.fileBytes else { throw ArtifactSelection.Refusal(reason: "no file bytes to hash") }
+        guard let bytes = artifact.fileBytes else { throw ArtifactSelection.Refusal(.unreadable, "no file bytes to hash") }
         let start = DispatchTime.now().uptimeNanoseconds
         let digest = SHA256.hex(SHA256.hash(bytes.bytes))
         guard digest == expected else {
-            throw ArtifactSelection.Refusal(reason: "assets.json: SHA-256 \(digest) differs from the manifest's \(expected)")
+            throw ArtifactSelection.Refusal(.damaged, "assets.json: SHA-256 \(digest) differs from the manifest's \(expected)")
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         remember(artifact.file, check, path: path)
