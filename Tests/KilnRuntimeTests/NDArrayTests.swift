@@ -49,4 +49,15 @@ final class NDArrayTests: XCTestCase {
         XCTAssertNotNil(e.contiguousElements)
         XCTAssertEqual(e.scalars(as: Float.self), [])
     }
+
+    /// Every numeric type reads back as its values (never as bit patterns), bool as 0 and 1.
+    func testDoublesOfEveryType() {
+        XCTAssertEqual(NDArray(shape: [3], scalars: [UInt64(3), 5, 1 << 40]).doubles(), [3, 5, Double(1 << 40)])
+        XCTAssertEqual(NDArray(shape: [2], scalars: [Int64(-3), 7]).doubles(), [-3, 7])
+        XCTAssertEqual(NDArray(shape: [2], scalars: [UInt32(3), 9]).doubles(), [3, 9])
+        XCTAssertEqual(NDArray(shape: [2], scalars: [Int8(-2), 4]).doubles(), [-2, 4])
+        XCTAssertEqual(NDArray(shape: [2], scalars: [Float16(1.5), -2]).doubles(), [1.5, -2])
+        XCTAssertEqual(NDArray(shape: [2], scalars: [Float(0.25), -8]).doubles(), [0.25, -8])
+        XCTAssertEqual(NDArray(shape: [2], scalars: [true, false]).doubles(), [1, 0])
+    }
 }

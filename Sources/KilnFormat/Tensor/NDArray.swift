@@ -254,21 +254,21 @@ extension NDArray {
     /// - Returns: The values in row-major order, or `nil` for a sub-byte type.
     public func doubles() -> [Double]? {
         switch scalarType {
-        case .float32: return scalars(as: Float.self).map(Double.init)
+        case .float32: return scalars(as: Float.self).map { Double($0) }
         case .float64: return scalars(as: Double.self)
         case .float16: return scalars(as: Float16.self).map { Double(Float($0)) }
         case .bfloat16:
             return contiguous().withUnsafeBytes { raw in
                 (0 ..< elementCount).map { Double(Float(bitPattern: UInt32(raw.load(fromByteOffset: 2 * $0, as: UInt16.self)) << 16)) }
             }
-        case .int64: return scalars(as: Int64.self).map(Double.init)
-        case .int32: return scalars(as: Int32.self).map(Double.init)
-        case .int16: return scalars(as: Int16.self).map(Double.init)
-        case .int8: return scalars(as: Int8.self).map(Double.init)
-        case .uint8: return scalars(as: UInt8.self).map(Double.init)
-        case .uint16: return scalars(as: UInt16.self).map(Double.init)
-        case .uint32: return scalars(as: UInt32.self).map(Double.init)
-        case .uint64: return scalars(as: UInt64.self).map(Double.init)
+        case .int64: return scalars(as: Int64.self).map { Double($0) }
+        case .int32: return scalars(as: Int32.self).map { Double($0) }
+        case .int16: return scalars(as: Int16.self).map { Double($0) }
+        case .int8: return scalars(as: Int8.self).map { Double($0) }
+        case .uint8: return scalars(as: UInt8.self).map { Double($0) }
+        case .uint16: return scalars(as: UInt16.self).map { Double($0) }
+        case .uint32: return scalars(as: UInt32.self).map { Double($0) }
+        case .uint64: return scalars(as: UInt64.self).map { Double($0) }
         case .bool: return scalars(as: Bool.self).map { $0 ? 1 : 0 }
         default: return nil
         }
