@@ -413,3 +413,10 @@ void kiln_f32_top_k__scalar(int largest, size_t outer, size_t n, size_t inner, s
             }
         }
 }
+
+int kiln_reduce_code(const char *name) {
+#define KILN_REDUCE(NAME, n, code) if (strcmp(name, #n) == 0) return code;
+#include "kiln_reduce.inc"
+#undef KILN_REDUCE
+    return 0;
+}

@@ -39,3 +39,13 @@ extension KernelTableTests {
         XCTAssertTrue(OpSet.ops(in: .layoutAgnostic).isSubset(of: registry))
     }
 }
+
+extension KernelTableTests {
+    /// Every reduction of kiln_reduce.inc is a registry op, and the compiler lowers exactly those.
+    func testReductionsAreOneList() {
+        let compiled = OpSet.reduceNames.filter { kiln_reduce_code($0) != 0 }
+        XCTAssertEqual(compiled.count, 7)
+        XCTAssertEqual(Set(compiled), Lowering.reduceKernels)
+        XCTAssertEqual(kiln_reduce_code("reduce_sum_square"), Int32(KILN_REDUCE_SUM_SQUARE))
+    }
+}

@@ -67,8 +67,14 @@ void kiln_copy_nd__scalar(size_t size, size_t rank, const size_t *shape, const v
 /// Fills n elements of `size` bytes with the value at `value`.
 void kiln_fill__scalar(size_t size, size_t n, const void *value, void *y);
 
-/// Reductions over the middle axis of [outer, n, inner]: y[outer, inner].
-enum { KILN_REDUCE_SUM = 1, KILN_REDUCE_MEAN, KILN_REDUCE_MAX, KILN_REDUCE_MIN, KILN_REDUCE_PROD, KILN_REDUCE_L2, KILN_REDUCE_SUM_SQUARE };
+/// Reductions over the middle axis of [outer, n, inner]: y[outer, inner] (kiln_reduce.inc).
+#define KILN_REDUCE(NAME, name, code) KILN_REDUCE_##NAME = code,
+enum {
+#include "kiln_reduce.inc"
+};
+#undef KILN_REDUCE
+/// The code of the reduction op named `name` in kiln_reduce.inc, or 0.
+int kiln_reduce_code(const char *name);
 /// Softmax-like maps over the middle axis of [outer, n, inner].
 enum { KILN_SOFTMAX = 1, KILN_LOG_SOFTMAX = 2 };
 #define KILN_DECLARE_NORM(isa) \

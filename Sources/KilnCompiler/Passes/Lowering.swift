@@ -1,3 +1,4 @@
+import CKilnKernels
 import KilnFormat
 
 /// Chooses the kernel of every operation for the target arch (a ``KernelID`` of the family
@@ -16,8 +17,8 @@ public struct Lowering: CompilerPass {
 
     /// The registry's groups that lower to one family each.
     static let arithmetic = OpSet.ops(in: .arithmetic), comparisons = OpSet.ops(in: .comparison), logic = OpSet.ops(in: .logical)
-    /// Reductions the compiled reduce kernel runs (the others of the op set run the reference kernel).
-    static let reduceKernels: Set<String> = ["reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_l2"]
+    /// Reductions the compiled reduce kernel runs (kiln_reduce.inc; the others of the op set run the reference kernel).
+    static let reduceKernels = Set(OpSet.reduceNames.filter { kiln_reduce_code($0) != 0 })
     static let copies = OpSet.ops(in: .copy), views = OpSet.ops(in: .view), generators = OpSet.ops(in: .generator)
     static let castable: Set<DataType> = [.float32, .float64, .int64, .int32, .int8, .uint8, .bool]
 

@@ -169,10 +169,11 @@ struct ReduceStep: StepKernel {
     let op: KilnFormat.Operation
     let kernels: NormalizationKernels
 
-    static let codes: [String: Int32] = [
-        "reduce_sum": Int32(KILN_REDUCE_SUM), "reduce_mean": Int32(KILN_REDUCE_MEAN), "reduce_max": Int32(KILN_REDUCE_MAX),
-        "reduce_min": Int32(KILN_REDUCE_MIN), "reduce_prod": Int32(KILN_REDUCE_PROD), "reduce_l2": Int32(KILN_REDUCE_L2),
-    ]
+    /// The C code of each reduction of the op set that kiln_reduce.inc computes (by name).
+    static let codes: [String: Int32] = Dictionary(uniqueKeysWithValues: OpSet.reduceNames.compactMap { name in
+        let code = kiln_reduce_code(name)
+        return code == 0 ? nil : (name, code)
+    })
 
     func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
 
