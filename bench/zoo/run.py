@@ -55,7 +55,8 @@ def kiln(args, stage, env=None, timeout=TIMEOUT):
             how = f"killed by {signal.Signals(-p.returncode).name}"
         else:
             how = f"exit {p.returncode}"
-        words = (p.stderr.strip() or p.stdout.strip())[-1500:]
+        # Paths relative to the repository, so the report holds no machine's directories.
+        words = (p.stderr.strip() or p.stdout.strip()).replace(zooenv.ROOT + os.sep, "")[-1500:]
         raise Failed(stage, f"{how}: {words}")
     return p
 
