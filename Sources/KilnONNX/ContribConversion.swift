@@ -5,52 +5,80 @@ import KilnFormat
 /// family, skip layer norms, fused matmul. (`SimplifiedLayerNormalization`, which onnxruntime
 /// registers in the ai.onnx domain, is RMS normalization.)
 extension NodeConverter {
-    static let contribSupported: Set<String> = [
-        "MatMulNBits", "Gelu", "FastGelu", "BiasGelu", "QuickGelu", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
-        "FusedMatMul", "BiasAdd",
+    /// The com.microsoft operators Kiln converts: the keys of `contribHandlers`.
+    static let contribSupported: Set<String> = Set(contribHandlers.keys)
+
+    /// The handler of each com.microsoft operator.
+    static let contribHandlers: [String: Handler] = [
+        "Gelu": gelu, "FastGelu": biasedGelu, "BiasGelu": biasedGelu, "QuickGelu": quickGelu, "BiasAdd": biasAdd,
+        "SkipLayerNormalization": skipNormalization, "SkipSimplifiedLayerNormalization": skipNormalization,
+        "FusedMatMul": fusedMatMul, "MatMulNBits": matMulNBits,
     ]
 
+    /// How errors name a com.microsoft node.
+    func contribName(_ node: ONNXNode) -> String { "node '\(node.name)' (com.microsoft.\(node.opType))" }
+
+    /// Converts a com.microsoft node by `contribHandlers`.
+    /// - Parameter node: A node of the com.microsoft domain.
+    /// - Throws: `ConvertError` for an undefined first input or an operator without a handler,
+    ///   or when its handler refuses the node.
     func convertContrib(_ node: ONNXNode) throws {
-        let what = "node '\(node.name)' (com.microsoft.\(node.opType))"
-        let x = input(node, 0)
-        guard let t = try type(x) else { throw c.fail("\(what) reads an undefined value") }
-        switch node.opType {
-        case "Gelu":
-            try emit(node, "gelu", [x], [:])
-        case "FastGelu", "BiasGelu":
-            // x (+ bias), then GELU: the tanh form for FastGelu, erf for BiasGelu.
-            var source = x
-            if !input(node, 1).isEmpty {
-                source = c.freshName("\(x)_biased")
-                try emit(node, "add", [x, input(node, 1)], [:], outputs: [source])
-            }
-            try emit(node, "gelu", [source], node.opType == "FastGelu" ? ["approximate": .string("tanh")] : [:], outputs: [node.outputs[0]])
-        case "QuickGelu":
-            // x · sigmoid(alpha · x), alpha = 1.702.
-            let alpha = float(node, "alpha", 1.702)
-            let (scaled, gate) = (c.freshName("\(x)_scaled"), c.freshName("\(x)_gate"))
-            try emit(node, "mul", [x, try scalar(alpha, like: t.dtype, node)], [:], outputs: [scaled])
-            try emit(node, "sigmoid", [scaled], [:], outputs: [gate])
-            try emit(node, "mul", [x, gate], [:], outputs: [node.outputs[0]])
-        case "BiasAdd":
-            // x + bias + skip.
-            let sum = c.freshName("\(x)_biased")
-            try emit(node, "add", [x, input(node, 1)], [:], outputs: [sum])
-            try emit(node, "add", [sum, input(node, 2)], [:], outputs: [node.outputs[0]])
-        case "SkipLayerNormalization", "SkipSimplifiedLayerNormalization":
-            try skipNormalization(node, simplified: node.opType == "SkipSimplifiedLayerNormalization")
-        case "FusedMatMul":
-            try fusedMatMul(node, what)
-        case "MatMulNBits":
-            try matMulNBits(node, what)
-        default:
-            throw c.fail("\(what) is not supported")
-        }
+        let what = contribName(node)
+        guard try type(input(node, 0)) != nil else { throw c.fail("\(what) reads an undefined value") }
+        guard let handler = NodeConverter.contribHandlers[node.opType] else { throw c.fail("\(what) is not supported") }
+        try handler(self)(node)
     }
 
-    /// `input + skip (+ bias)`, layer-normalized (or RMS-normalized) over the last axis with gamma
-    /// (and beta); output 3 is the sum. The mean and inverse-deviation outputs are refused when read.
-    func skipNormalization(_ node: ONNXNode, simplified: Bool) throws {
+    /// Gelu: `gelu`.
+    /// - Parameter node: A `Gelu` node.
+    /// - Throws: `ConvertError` when the op refuses the node.
+    func gelu(_ node: ONNXNode) throws {
+        try emit(node, "gelu", [input(node, 0)], [:])
+    }
+
+    /// FastGelu and BiasGelu: x (+ bias), then GELU: the tanh form for FastGelu, erf for BiasGelu.
+    /// - Parameter node: A `FastGelu` or `BiasGelu` node.
+    /// - Throws: `ConvertError` when an op refuses the node.
+    func biasedGelu(_ node: ONNXNode) throws {
+        let x = input(node, 0)
+        var source = x
+        if !input(node, 1).isEmpty {
+            source = c.freshName("\(x)_biased")
+            try emit(node, "add", [x, input(node, 1)], [:], outputs: [source])
+        }
+        try emit(node, "gelu", [source], node.opType == "FastGelu" ? ["approximate": .string("tanh")] : [:], outputs: [node.outputs[0]])
+    }
+
+    /// QuickGelu: x · sigmoid(alpha · x), alpha = 1.702.
+    /// - Parameter node: A `QuickGelu` node.
+    /// - Throws: `ConvertError` for an input that is not floating point, or when an op refuses the node.
+    func quickGelu(_ node: ONNXNode) throws {
+        let x = input(node, 0)
+        guard let t = try type(x) else { throw c.fail("\(contribName(node)) reads an undefined value") }
+        let alpha = float(node, "alpha", 1.702)
+        let (scaled, gate) = (c.freshName("\(x)_scaled"), c.freshName("\(x)_gate"))
+        try emit(node, "mul", [x, try scalar(alpha, like: t.dtype, node)], [:], outputs: [scaled])
+        try emit(node, "sigmoid", [scaled], [:], outputs: [gate])
+        try emit(node, "mul", [x, gate], [:], outputs: [node.outputs[0]])
+    }
+
+    /// BiasAdd: x + bias + skip.
+    /// - Parameter node: A `BiasAdd` node.
+    /// - Throws: `ConvertError` when an op refuses the node.
+    func biasAdd(_ node: ONNXNode) throws {
+        let x = input(node, 0)
+        let sum = c.freshName("\(x)_biased")
+        try emit(node, "add", [x, input(node, 1)], [:], outputs: [sum])
+        try emit(node, "add", [sum, input(node, 2)], [:], outputs: [node.outputs[0]])
+    }
+
+    /// SkipLayerNormalization and SkipSimplifiedLayerNormalization: `input + skip (+ bias)`,
+    /// layer-normalized (or RMS-normalized) over the last axis with gamma (and beta); output 3 is
+    /// the sum. The mean and inverse-deviation outputs are refused when read.
+    /// - Parameter node: A `SkipLayerNormalization` or `SkipSimplifiedLayerNormalization` node.
+    /// - Throws: `ConvertError` when a statistic is read, or when an op refuses the node.
+    func skipNormalization(_ node: ONNXNode) throws {
+        let simplified = node.opType == "SkipSimplifiedLayerNormalization"
         let x = input(node, 0)
         guard let t = try type(x) else { throw c.fail("node '\(node.name)' reads an undefined value") }
         let biasIndex = simplified ? 3 : 4
@@ -79,8 +107,12 @@ extension NodeConverter {
         }
     }
 
-    /// `alpha · op(A) · op(B)`, op transposing the last two dims when transA / transB is set.
-    func fusedMatMul(_ node: ONNXNode, _ what: String) throws {
+    /// FusedMatMul: `alpha · op(A) · op(B)`, op transposing the last two dims when transA / transB
+    /// is set.
+    /// - Parameter node: A `FusedMatMul` node.
+    /// - Throws: `ConvertError` for transBatchA/transBatchB, or when an op refuses the node.
+    func fusedMatMul(_ node: ONNXNode) throws {
+        let what = contribName(node)
         guard int(node, "transBatchA", 0) == 0, int(node, "transBatchB", 0) == 0 else { throw c.fail("\(what): transBatchA/transBatchB are not supported") }
         var operands: [String] = []
         for (i, key) in [(0, "transA"), (1, "transB")] {
@@ -109,7 +141,10 @@ extension NodeConverter {
     /// (little nibble first), per-block scales [N · blocks] and zero points (packed like B, or
     /// none: 2^(bits−1)): a `linear` op over a quantized package weight [N, K] that keeps the
     /// integers, blocked along K — what the compressed GEMM kernels run.
-    func matMulNBits(_ node: ONNXNode, _ what: String) throws {
+    /// - Parameter node: A `MatMulNBits` node.
+    /// - Throws: `ConvertError` when the sizes, the constants or the zero points do not fit.
+    func matMulNBits(_ node: ONNXNode) throws {
+        let what = contribName(node)
         let (k, n, bits, block) = (int(node, "K", 0), int(node, "N", 0), int(node, "bits", 4), int(node, "block_size", 0))
         guard k >= 1, n >= 1, bits == 4 || bits == 8, block >= 16, block & (block - 1) == 0, let count = elementCount([n, k]), count <= 1 << 34 else {
             throw c.fail("\(what): needs K, N ≥ 1, bits 4 or 8 and a power-of-two block_size ≥ 16 (got K \(k), N \(n), bits \(bits), block_size \(block))")
@@ -167,31 +202,52 @@ extension NodeConverter {
 
 /// Operators of the ai.onnx.ml domain that are tensor arithmetic.
 extension NodeConverter {
-    static let mlSupported: Set<String> = ["Binarizer", "ArrayFeatureExtractor"]
+    /// The ai.onnx.ml operators Kiln converts: the keys of `mlHandlers`.
+    static let mlSupported: Set<String> = Set(mlHandlers.keys)
 
+    /// The handler of each ai.onnx.ml operator.
+    static let mlHandlers: [String: Handler] = ["Binarizer": binarizer, "ArrayFeatureExtractor": arrayFeatureExtractor]
+
+    /// How errors name an ai.onnx.ml node.
+    func mlName(_ node: ONNXNode) -> String { "node '\(node.name)' (ai.onnx.ml.\(node.opType))" }
+
+    /// Converts an ai.onnx.ml node by `mlHandlers`.
+    /// - Parameter node: A node of the ai.onnx.ml domain.
+    /// - Throws: `ConvertError` for an undefined first input or an operator without a handler,
+    ///   or when its handler refuses the node.
     func convertML(_ node: ONNXNode) throws {
-        let what = "node '\(node.name)' (ai.onnx.ml.\(node.opType))"
+        let what = mlName(node)
+        guard try type(input(node, 0)) != nil else { throw c.fail("\(what) reads an undefined value") }
+        guard let handler = NodeConverter.mlHandlers[node.opType] else { throw c.fail("\(what) is not supported") }
+        try handler(self)(node)
+    }
+
+    /// Binarizer: 1 where x > threshold, else 0, in x's type.
+    /// - Parameter node: A `Binarizer` node.
+    /// - Throws: `ConvertError` for an input that is not floating point, or when an op refuses the node.
+    func binarizer(_ node: ONNXNode) throws {
         let x = input(node, 0)
-        guard let t = try type(x) else { throw c.fail("\(what) reads an undefined value") }
-        switch node.opType {
-        case "Binarizer":
-            // 1 where x > threshold, else 0, in x's type.
-            let above = c.freshName("\(x)_above")
-            try emit(node, "greater", [x, try scalar(float(node, "threshold", 0), like: t.dtype, node)], [:], outputs: [above])
-            try emit(node, "cast", [above], ["to": .dtype(t.dtype)], outputs: [node.outputs[0]])
-        case "ArrayFeatureExtractor":
-            // The flattened indices gathered along the last axis; a vector input gives one row.
-            let indices = input(node, 1)
-            let (flat, picked) = (c.freshName("\(indices)_flat"), c.freshName("\(x)_picked"))
-            try emit(node, "reshape", [indices], ["shape": .ints([-1])], outputs: [flat])
-            if t.rank == 1 {
-                try emit(node, "gather", [x, flat], ["axis": .int(0)], outputs: [picked])
-                try emit(node, "reshape", [picked], ["shape": .ints([1, -1])], outputs: [node.outputs[0]])
-            } else {
-                try emit(node, "gather", [x, flat], ["axis": .int(-1)], outputs: [node.outputs[0]])
-            }
-        default:
-            throw c.fail("\(what) is not supported")
+        guard let t = try type(x) else { throw c.fail("\(mlName(node)) reads an undefined value") }
+        let above = c.freshName("\(x)_above")
+        try emit(node, "greater", [x, try scalar(float(node, "threshold", 0), like: t.dtype, node)], [:], outputs: [above])
+        try emit(node, "cast", [above], ["to": .dtype(t.dtype)], outputs: [node.outputs[0]])
+    }
+
+    /// ArrayFeatureExtractor: the flattened indices gathered along the last axis; a vector input
+    /// gives one row.
+    /// - Parameter node: An `ArrayFeatureExtractor` node.
+    /// - Throws: `ConvertError` when an op refuses the node.
+    func arrayFeatureExtractor(_ node: ONNXNode) throws {
+        let x = input(node, 0)
+        guard let t = try type(x) else { throw c.fail("\(mlName(node)) reads an undefined value") }
+        let indices = input(node, 1)
+        let (flat, picked) = (c.freshName("\(indices)_flat"), c.freshName("\(x)_picked"))
+        try emit(node, "reshape", [indices], ["shape": .ints([-1])], outputs: [flat])
+        if t.rank == 1 {
+            try emit(node, "gather", [x, flat], ["axis": .int(0)], outputs: [picked])
+            try emit(node, "reshape", [picked], ["shape": .ints([1, -1])], outputs: [node.outputs[0]])
+        } else {
+            try emit(node, "gather", [x, flat], ["axis": .int(-1)], outputs: [node.outputs[0]])
         }
     }
 }

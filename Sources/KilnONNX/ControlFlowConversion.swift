@@ -102,6 +102,9 @@ extension Conversion {
 }
 
 extension NodeConverter {
+    /// The control-flow family's handlers.
+    static let controlFlowHandlers: [String: Handler] = ["If": convertIf, "Loop": convertLoop, "Scan": convertScan]
+
     func graphAttribute(_ node: ONNXNode, _ key: String) throws -> ONNXGraph {
         guard case .graph(let g)? = node.attributes[key] else {
             throw c.fail("node '\(node.name)' (\(node.opType)): attribute '\(key)' must be a graph")
@@ -122,6 +125,10 @@ extension NodeConverter {
                                       inputs: inputs, outputs: values, attributes: attributes, source: node.name))
     }
 
+    /// If: a condition known now inlines its branch; otherwise an `if` whose branches are closed
+    /// bodies, with the outer values they read as captures.
+    /// - Parameter node: An `If` node.
+    /// - Throws: `ConvertError` when the branches do not fit the node or each other.
     func convertIf(_ node: ONNXNode) throws {
         let what = "node '\(node.name)' (If)"
         let (thenGraph, elseGraph) = (try graphAttribute(node, "then_branch"), try graphAttribute(node, "else_branch"))
@@ -196,6 +203,9 @@ extension NodeConverter {
         }
     }
 
+    /// Loop: a `loop` whose body is a closed function, carried values of any shape.
+    /// - Parameter node: A `Loop` node.
+    /// - Throws: `ConvertError` when the body does not fit the node's inputs and outputs.
     func convertLoop(_ node: ONNXNode) throws {
         let what = "node '\(node.name)' (Loop)"
         let graph = try graphAttribute(node, "body")
@@ -264,7 +274,7 @@ extension NodeConverter {
             scan.outputs = node.outputs.map { $0.isEmpty ? "" : c.freshName("\($0)_batch\(b)") }
             scan.attributes = ["num_scan_inputs": .int(m), "body": .graph(try graphAttribute(node, "body"))]
             if let d = ints(node, "directions") { scan.attributes["scan_input_directions"] = .ints(d) }
-            try convertScan(scan, batched: true)
+            try convertScan9(scan)
             perBatch.append(scan.outputs)
         }
         for (k, out) in node.outputs.enumerated() where !out.isEmpty {
@@ -278,9 +288,18 @@ extension NodeConverter {
         }
     }
 
-    func convertScan(_ node: ONNXNode, batched: Bool = false) throws {
+    /// Scan: opset 8's batched form (`convertScan8`), or later opsets' (`convertScan9`).
+    /// - Parameter node: A `Scan` node.
+    /// - Throws: `ConvertError` when the body or the axes do not fit the node.
+    func convertScan(_ node: ONNXNode) throws {
+        if c.opset < 9 { try convertScan8(node) } else { try convertScan9(node) }
+    }
+
+    /// Scan of opset 9 on: states, then scan inputs sliced along their axes, as one `scan`.
+    /// - Parameter node: A `Scan` node (or one batch entry of an opset-8 Scan).
+    /// - Throws: `ConvertError` when the body or the axes do not fit the node.
+    func convertScan9(_ node: ONNXNode) throws {
         let what = "node '\(node.name)' (Scan)"
-        if c.opset < 9 && !batched { return try convertScan8(node) }
         let graph = try graphAttribute(node, "body")
         let m = int(node, "num_scan_inputs", 0)
         let n = node.inputs.count - m

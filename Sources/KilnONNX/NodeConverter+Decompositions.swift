@@ -21,7 +21,10 @@ extension NodeConverter {
         return name
     }
 
-    /// RMSNormalization: `x / sqrt(mean(x², axes from axis) + epsilon) · scale`.
+    /// RMSNormalization (and onnxruntime's SimplifiedLayerNormalization, registered in ai.onnx):
+    /// `x / sqrt(mean(x², axes from axis) + epsilon) · scale`.
+    /// - Parameter node: An `RMSNormalization` or `SimplifiedLayerNormalization` node.
+    /// - Throws: `ConvertError` for an undefined input, or when an op refuses the node.
     func rmsNormalization(_ node: ONNXNode) throws {
         let x = input(node, 0)
         guard let t = try type(x) else { throw c.fail("node '\(node.name)' reads an undefined value") }
@@ -108,6 +111,9 @@ extension NodeConverter {
         }
     }
 
+    /// Constant: a known value (a stated constant), from whichever value attribute it has.
+    /// - Parameter node: A `Constant` node.
+    /// - Throws: `ConvertError` without a value, or for a value attribute Kiln does not support.
     func constantNode(_ node: ONNXNode) throws {
         guard let (key, value) = node.attributes.first else { throw c.fail("Constant node '\(node.name)' has no value") }
         let x: NDArray
@@ -123,6 +129,10 @@ extension NodeConverter {
         c.sourceConstants.insert(node.outputs[0])
     }
 
+    /// Softmax and LogSoftmax: `softmax` and `log_softmax`; before opset 13 over the input seen
+    /// as 2-D from `axis` on (flatten, then reshape back).
+    /// - Parameter node: A `Softmax` or `LogSoftmax` node.
+    /// - Throws: `ConvertError` for an undefined input, or when an op refuses the node.
     func softmax(_ node: ONNXNode) throws {
         let kiln = node.opType == "Softmax" ? "softmax" : "log_softmax"
         let x = input(node, 0)

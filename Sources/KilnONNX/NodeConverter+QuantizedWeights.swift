@@ -1,9 +1,46 @@
 import KilnFormat
 import KilnReference
 
-/// Weight-only quantized initializers kept as quantized weights.
+/// Quantization: QuantizeLinear and DequantizeLinear, and weight-only quantized initializers
+/// kept as quantized weights.
 extension NodeConverter {
     // MARK: Quantized weights
+
+    /// The quantization family's handlers. `Mul` is also one to one (`direct`); this handler
+    /// takes precedence.
+    static let quantizedHandlers: [String: Handler] = [
+        "QuantizeLinear": linearQuantization, "DequantizeLinear": dequantizeLinear, "Mul": mul,
+    ]
+
+    /// QuantizeLinear and DequantizeLinear: `quantize_linear` and `dequantize_linear`, a stated
+    /// output_dtype carried (float64 held as float32).
+    /// - Parameter node: A `QuantizeLinear` or `DequantizeLinear` node.
+    /// - Throws: `ConvertError` for an output_dtype Kiln does not support.
+    func linearQuantization(_ node: ONNXNode) throws {
+        let op = node.opType
+        var attrs = try attributes(node, only: ["axis", "block_size"])
+        if case .int(let code)? = node.attributes["output_dtype"], code != 0 {
+            guard let dtype = ONNXDecoder.dtypes[Int32(code)] else { throw c.fail("node '\(node.name)' (\(op)): unsupported output_dtype \(code)") }
+            attrs["output_dtype"] = .dtype(dtype == .float64 ? .float32 : dtype)
+        }
+        try emit(node, op == "QuantizeLinear" ? "quantize_linear" : "dequantize_linear", Array(node.inputs.prefix(3)), attrs)
+    }
+
+    /// DequantizeLinear: a quantized weight (`keepQuantized`), else `dequantize_linear`.
+    /// - Parameter node: A `DequantizeLinear` node.
+    /// - Throws: `ConvertError` when the op refuses the node.
+    func dequantizeLinear(_ node: ONNXNode) throws {
+        if try keepQuantized(node) { return }
+        try linearQuantization(node)
+    }
+
+    /// Mul: a quantized weight when it scales cast integers (`keepScaledIntegers`), else one to one.
+    /// - Parameter node: A `Mul` node.
+    /// - Throws: `ConvertError` when the op refuses the node.
+    func mul(_ node: ONNXNode) throws {
+        if try keepScaledIntegers(node) { return }
+        try oneToOne(node, as: "mul")
+    }
 
     /// `DequantizeLinear` of an int8/uint8 initializer with constant float scale (and zero point)
     /// becomes a quantized weight of the package — the integers stay integers — instead of a

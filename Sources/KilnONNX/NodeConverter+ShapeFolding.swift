@@ -3,6 +3,13 @@ import KilnReference
 
 /// Shape arithmetic folded at convert time, and the shape-taking operators.
 extension NodeConverter {
+    /// The shape family's handlers.
+    static let shapeHandlers: [String: Handler] = [
+        "Constant": constantNode, "Shape": shape, "Size": size, "Range": range, "ConstantOfShape": constantOfShape,
+        "Reshape": reshape, "Squeeze": squeeze, "Unsqueeze": squeeze, "Slice": slice, "Gather": gather, "Pad": pad,
+        "Resize": resize, "Upsample": resize,
+    ]
+
     /// Elementwise ops on partly known int vectors (shape arithmetic), entry by entry.
     func symbolic(_ op: String, _ inputs: [String]) -> [Element]? {
         guard ["add", "sub", "mul", "div", "equal", "where", "max", "min"].contains(op), !inputs.isEmpty else { return nil }
@@ -67,7 +74,10 @@ extension NodeConverter {
         }
     }
 
-
+    /// Shape: a constant when every dim of the slice is known, else `shape` with what is known
+    /// of each dim (its size or its symbol).
+    /// - Parameter node: A `Shape` node.
+    /// - Throws: `ConvertError` for an undefined input.
     func shape(_ node: ONNXNode) throws {
         guard let t = try type(input(node, 0)) else { throw c.fail("node '\(node.name)' reads an undefined value") }
         let rank = t.rank
@@ -90,6 +100,46 @@ extension NodeConverter {
         try emit(node, "shape", [input(node, 0)], attrs, elements: [e])
     }
 
+    /// Size: a constant when the input's shape is static, else `size`.
+    /// - Parameter node: A `Size` node.
+    /// - Throws: `ConvertError` when the op refuses the node.
+    func size(_ node: ONNXNode) throws {
+        if let t = try type(input(node, 0)), let s = t.staticShape {
+            c.values[node.outputs[0]] = .constant(NDArray(scalar: Int64(s.reduce(1, *))))
+        } else {
+            try emit(node, "size", node.inputs, [:])
+        }
+    }
+
+    /// Range: `range`.
+    /// - Parameter node: A `Range` node.
+    /// - Throws: `ConvertError` when the op refuses the node.
+    func range(_ node: ONNXNode) throws {
+        try emit(node, "range", node.inputs, [:])
+    }
+
+    /// ConstantOfShape: a known shape becomes an attribute; a partly known one gives the output
+    /// the dims it knows.
+    /// - Parameter node: A `ConstantOfShape` node.
+    /// - Throws: `ConvertError` when the op refuses the node.
+    func constantOfShape(_ node: ONNXNode) throws {
+        var attrs = try attributes(node, only: ["value"])
+        let e = elements(input(node, 0))
+        if let s = try staticInts(node, 0) {
+            attrs["shape"] = .ints(s)
+            try emit(node, "constant_of_shape", [], attrs)
+        } else {
+            try emit(node, "constant_of_shape", [input(node, 0)], attrs) { _, t in
+                guard let t, let e else { return t }
+                return TensorType(t.dtype, e.map(\.dimension))
+            }
+        }
+    }
+
+    /// Gather: of a shape vector by constant indices, the entries it picks (a constant when all
+    /// are known), else `gather`.
+    /// - Parameter node: A `Gather` node.
+    /// - Throws: `ConvertError` when the op refuses the node.
     func gather(_ node: ONNXNode) throws {
         let axis = int(node, "axis", 0)
         let data = input(node, 0), indices = input(node, 1)
@@ -108,6 +158,10 @@ extension NodeConverter {
         try emit(node, "gather", [data, indices], ["axis": .int(axis)], elements: [e])
     }
 
+    /// Squeeze and Unsqueeze: known axes (attribute or input 1) become an attribute; a Squeeze
+    /// without axes of run-time dims keeps them (`squeezeRunTimeDims`).
+    /// - Parameter node: A `Squeeze` or `Unsqueeze` node.
+    /// - Throws: `ConvertError` when an op refuses the node.
     func squeeze(_ node: ONNXNode) throws {
         let kiln = node.opType == "Squeeze" ? "squeeze" : "unsqueeze"
         var attrs: [String: AttributeValue] = [:]
@@ -147,6 +201,11 @@ extension NodeConverter {
         return true
     }
 
+    /// Reshape: a target known entry by entry (sizes, symbols equal to the input's dims, one
+    /// left to infer) becomes the `shape` attribute; a partly known one still gives the output
+    /// the dims it knows.
+    /// - Parameter node: A `Reshape` node.
+    /// - Throws: `ConvertError` for an undefined input or when the op refuses the node.
     func reshape(_ node: ONNXNode) throws {
         let x = input(node, 0)
         var attrs = try attributes(node, only: ["allowzero"])
@@ -197,6 +256,10 @@ extension NodeConverter {
         }
     }
 
+    /// Slice: known starts, ends, axes and steps become attributes (inputs from opset 10 on,
+    /// attributes before it); a slice of a shape vector keeps what is known.
+    /// - Parameter node: A `Slice` node.
+    /// - Throws: `ConvertError` when the op refuses the node.
     func slice(_ node: ONNXNode) throws {
         var attrs: [String: AttributeValue] = [:]
         var inputs = [input(node, 0)]
@@ -243,6 +306,10 @@ extension NodeConverter {
         }
     }
 
+    /// Pad: known pads, a constant one-value pad value and known axes become attributes (the
+    /// attributes before opset 11).
+    /// - Parameter node: A `Pad` node.
+    /// - Throws: `ConvertError` when the op refuses the node.
     func pad(_ node: ONNXNode) throws {
         var attrs: [String: AttributeValue] = [:]
         if case .string(let m)? = node.attributes["mode"] { attrs["mode"] = .string(m) }
@@ -265,6 +332,10 @@ extension NodeConverter {
         try emit(node, "pad", inputs, attrs)
     }
 
+    /// Resize and Upsample: `resize`, known scales or sizes as attributes; Upsample and opsets
+    /// before 11 resize with asymmetric coordinates and floor rounding.
+    /// - Parameter node: A `Resize` or `Upsample` node.
+    /// - Throws: `ConvertError` when the op refuses the node.
     func resize(_ node: ONNXNode) throws {
         var attrs = try attributes(node, only: ["mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a", "antialias",
                                                 "exclude_outside", "extrapolation_value", "axes", "keep_aspect_ratio_policy"])

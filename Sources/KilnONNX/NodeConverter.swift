@@ -7,59 +7,12 @@ struct NodeConverter {
 
     init(_ conversion: Conversion) { c = conversion }
 
-    /// ONNX operators (domain ai.onnx) the importer converts: the registry's one-to-one names
-    /// and those with a handler of their own.
-    static let supported: Set<String> = Set(direct.keys).union(handled).union(filtered.keys)
+    /// Converts one node whose operator it is registered for: the unapplied instance method
+    /// (`NodeConverter.gemm`), applied to the converter, then called with the node.
+    typealias Handler = @Sendable (NodeConverter) -> (ONNXNode) throws -> Void
 
-    /// ONNX operators converted by a handler of their own (not one to one).
-    static let handled: Set<String> = Set([
-        "Identity", "Dropout", "Constant", "Clip", "Cast", "Gemm", "Conv", "ConvTranspose", "BatchNormalization",
-        "InstanceNormalization", "LayerNormalization", "Softmax", "LogSoftmax", "MaxPool", "AveragePool",
-        "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceL1", "ReduceSumSquare",
-        "ReduceLogSum", "ReduceLogSumExp", "CastLike", "Trilu", "CumProd", "Hardmax", "ScatterElements", "Scatter", "OneHot",
-        "EyeLike", "Compress", "QuantizeLinear", "DequantizeLinear", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "RMSNormalization", "Swish", "LpNormalization", "Reshape", "Squeeze",
-        "Unsqueeze", "Split", "Slice", "Expand", "Tile", "Pad", "Resize", "Upsample", "TopK", "CumSum",
-        "ConstantOfShape", "Shape", "Size", "Range", "Flatten", "Concat", "Gather", "Transpose", "LSTM", "GRU", "RNN", "LpPool",
-        "If", "Loop", "Scan",
-    ]).union(["HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "BitCast", "GroupNormalization", "DFT", "STFT",
-             "SimplifiedLayerNormalization"])
-
-    /// Operators converted one to one with the listed attributes (others ignored: stash types,
-    /// tuning hints).
-    static let filtered: [String: (op: String, attributes: Set<String>)] = [
-        "GridSample": ("grid_sample", ["mode", "padding_mode", "align_corners"]),
-        "AffineGrid": ("affine_grid", ["align_corners"]),
-        "Col2Im": ("col2im", ["dilations", "pads", "strides"]),
-        "DeformConv": ("deform_conv", ["dilations", "group", "kernel_shape", "offset_group", "pads", "strides"]),
-        "MaxUnpool": ("max_unpool", ["kernel_shape", "pads", "strides"]),
-        "NonMaxSuppression": ("non_max_suppression", ["center_point_box"]),
-        "CenterCropPad": ("center_crop_pad", ["axes"]),
-        "LRN": ("lrn", ["alpha", "beta", "bias", "size"]),
-        "MeanVarianceNormalization": ("mean_variance_normalization", ["axes"]),
-        "LinearAttention": ("linear_attention", ["q_num_heads", "kv_num_heads", "scale", "update_rule", "chunk_size"]),
-        "CausalConvWithState": ("causal_conv_with_state", ["activation"]),
-        "TensorScatter": ("tensor_scatter", ["axis", "mode"]),
-        "ReverseSequence": ("reverse_sequence", ["batch_axis", "time_axis"]),
-        "Unique": ("unique", ["axis", "sorted"]),
-        "NonZero": ("non_zero", []),
-        "Det": ("det", []),
-        "RoiAlign": ("roi_align", ["coordinate_transformation_mode", "mode", "output_height", "output_width", "sampling_ratio", "spatial_scale"]),
-        "SwiGLU": ("swiglu", ["alpha"]),
-        "ConvInteger": ("conv_integer", ["strides", "pads", "dilations", "auto_pad", "group", "kernel_shape"]),
-        "QLinearConv": ("qlinear_conv", ["strides", "pads", "dilations", "auto_pad", "group", "kernel_shape"]),
-        "TfIdfVectorizer": ("tfidf_vectorizer", ["max_gram_length", "max_skip_count", "min_gram_length", "mode", "ngram_counts",
-                                                 "ngram_indexes", "pool_int64s", "weights"]),
-    ]
-
-    /// Operators whose attributes carry over unchanged: the op registry's ONNX names.
-    static let direct: [String: String] = OpSet.onnxDirect
-
-    /// Kiln's name of each ONNX reduction.
-    static let reductions: [String: String] = [
-        "ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max", "ReduceMin": "reduce_min",
-        "ReduceProd": "reduce_prod", "ReduceL2": "reduce_l2", "ReduceL1": "reduce_l1", "ReduceSumSquare": "reduce_sum_square",
-        "ReduceLogSum": "reduce_log_sum", "ReduceLogSumExp": "reduce_log_sum_exp",
-    ]
+    /// ONNX operators (domain ai.onnx) the importer converts: the keys of the handler table.
+    static let supported: Set<String> = Set(handlers.keys)
 
     /// Attributes of an ONNX node as Kiln attributes (ints, floats, strings, tensors).
     func attributes(_ node: ONNXNode, only keys: Set<String>? = nil, rename: [String: String] = [:]) throws -> [String: AttributeValue] {
