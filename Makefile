@@ -16,7 +16,7 @@ endif
 # The Swift toolchain's clang (beside `swift`) compiles the C kernels for the checks, natively and
 # for aarch64 against the Debian cross sysroot; the cross gcc links.
 CLANG        ?= $(or $(wildcard $(dir $(realpath $(shell command -v $(SWIFT))))clang),clang)
-KERNELS_C     = $(wildcard Sources/CKilnKernels/*.c) Tests/Native/kernels_check.c
+KERNELS_C     = $(wildcard Sources/CKilnKernels/*.c) $(wildcard Tests/Native/kernels_check*.c)
 CHECK_DIR     = .build/kernels-check
 
 .PHONY: all deps models build test python python-test c-example graph-pictures conformance kernels-check fuzz fuzz-ci sanitize run examples fixtures proto check-generated clean

@@ -91,7 +91,7 @@ public enum MixedPrecision {
                             progress: (@Sendable (String) -> Void)? = nil) throws -> PrecisionPlan {
         let settings = try candidates.map(setting(named:))
         // Every candidate on every weight.
-        var trials: [(model: PortableModel, report: CompressionReport)] = []
+        var trials: [Trial] = []
         for (c, s) in settings.enumerated() {
             progress?("trying \(candidates[c]) on every weight (\(c + 1)/\(settings.count))")
             trials.append(try Compressor.apply(CompressionConfig(global: .compress(s)), to: model))
@@ -100,8 +100,72 @@ public enum MixedPrecision {
             let (_, report) = try Compressor.apply(config, to: model)
             return Set(report.rows.filter { $0.method != "none" }.map(\.weight))
         }
-        // Options per weight: (candidate index or nil, bytes, noise energy), smallest first.
-        struct Option { var candidate: Int?; var bytes: Int; var noise: Double }
+        let (options, signal) = frontiers(model, trials: trials, allowed: allowed)
+        // The error each option adds: noise energy, or (cosine) sensitivity × noise energy.
+        var weightOfNoise = [Double](repeating: 1, count: model.weights.count)
+        var budget: Double
+        var baseline: [Float] = []
+        switch target {
+        case .snr(let db):
+            let compressible = options.indices.filter { options[$0].count > 1 }
+            budget = compressible.reduce(0) { $0 + signal[$1] } / pow(10, db / 10)
+        case .cosine(let c):
+            guard let evaluate else { throw CompressionError(reason: "a cosine target needs inputs to run the model on") }
+            progress?("running the model as it is")
+            baseline = try evaluate(model)
+            budget = 1 - c
+            weightOfNoise = try sensitivities(model, options: options, trials: trials.map(\.model), baseline: baseline, evaluate: evaluate,
+                                              progress: progress)
+        }
+        let search = Search(options: options, weightOfNoise: weightOfNoise)
+        func build(_ at: [Int]) -> (PortableModel, [CompressionRow]) { mix(at, of: model, options: options, trials: trials, candidates: candidates) }
+        var at = search.choose(budget)
+        var (mixed, rows) = build(at)
+        var predicted = search.error(at)
+        var measured: Double
+        switch target {
+        case .snr:
+            measured = 0
+            let noise = options.indices.filter { options[$0].count > 1 }.reduce(0.0) { $0 + options[$1][at[$1]].noise }
+            let total = options.indices.filter { options[$0].count > 1 }.reduce(0.0) { $0 + signal[$1] }
+            measured = noise == 0 ? .infinity : 10 * log10(total / noise)
+            predicted = measured
+        case .cosine(let c):
+            progress?("measuring the mix")
+            measured = cosine(baseline, try evaluate!(mixed))
+            // Missed: choose again for a smaller budget, by the measured to predicted ratio.
+            var tries = 0
+            while !(measured >= c), tries < 8, predicted > 0 {
+                tries += 1
+                let observed = measured.isNaN ? 2 : 1 - measured
+                budget = min(budget / 2, budget * budget / max(observed, 1e-300))
+                at = search.choose(budget)
+                (mixed, rows) = build(at)
+                predicted = search.error(at)
+                progress?(String(format: "missed (%.6f); measuring a mix for a smaller budget", measured))
+                measured = cosine(baseline, try evaluate!(mixed))
+            }
+            predicted = 1 - predicted
+        }
+        let choices = options.indices.filter { options[$0].count > 1 }.map { i in
+            PrecisionChoice(weight: model.weights[i].name, candidate: options[i][at[i]].candidate.map { candidates[$0] } ?? "none",
+                            predictedError: weightOfNoise[i] * options[i][at[i]].noise)
+        }
+        let warnings = trials.first?.report.warnings ?? []
+        return PrecisionPlan(target: target, model: mixed, report: CompressionReport(rows: rows, warnings: warnings), choices: choices,
+                             predicted: predicted, measured: measured)
+    }
+
+    /// One candidate applied to every weight: the compressed model and its report.
+    typealias Trial = (model: PortableModel, report: CompressionReport)
+
+    /// One way to keep a weight: a candidate's index (nil: as it is), its stored bytes and its
+    /// noise energy.
+    struct Option { var candidate: Int?; var bytes: Int; var noise: Double }
+
+    /// Each weight's options that no other beats on both size and error, smallest first (only
+    /// keeping it as it is for a weight outside `allowed`), and each weight's signal energy.
+    static func frontiers(_ model: PortableModel, trials: [Trial], allowed: Set<String>?) -> (options: [[Option]], signal: [Double]) {
         var options: [[Option]] = []
         var signal: [Double] = []
         for (i, w) in model.weights.enumerated() {
@@ -121,39 +185,47 @@ public enum MixedPrecision {
             for o in list where frontier.last.map({ o.noise < $0.noise }) ?? true { frontier.append(o) }
             options.append(frontier)
         }
-        // The error each option adds: noise energy, or (cosine) sensitivity × noise energy.
-        var weightOfNoise = [Double](repeating: 1, count: model.weights.count)
-        var budget: Double
-        var baseline: [Float] = []
-        switch target {
-        case .snr(let db):
-            let compressible = options.indices.filter { options[$0].count > 1 }
-            budget = compressible.reduce(0) { $0 + signal[$1] } / pow(10, db / 10)
-        case .cosine(let c):
-            guard let evaluate else { throw CompressionError(reason: "a cosine target needs inputs to run the model on") }
-            progress?("running the model as it is")
-            baseline = try evaluate(model)
-            budget = 1 - c
-            // Each weight alone at its smallest option, the runs spread over the cores.
-            let probed = options.indices.filter { options[$0].count > 1 && options[$0][0].candidate != nil && options[$0][0].noise > 0 }
-            for i in options.indices where options[i].count > 1 { weightOfNoise[i] = 0 }
-            var drops = [Result<Double, Error>](repeating: .success(0), count: probed.count)
-            let (reference, trialModels, frontier) = (baseline, trials.map(\.model), options)
-            progress?("measuring the sensitivity of \(probed.count) weights")
-            drops.withUnsafeMutableBufferPointer { out in
-                nonisolated(unsafe) let results = out
-                DispatchQueue.concurrentPerform(iterations: probed.count) { p in
-                    let i = probed[p]
-                    var alone = model
-                    alone.weights[i] = trialModels[frontier[i][0].candidate!].weights[i]
-                    results[p] = Result { 1 - cosine(reference, try evaluate(alone)) }
-                }
-            }
-            for (p, i) in probed.enumerated() {
-                let drop = try drops[p].get()
-                weightOfNoise[i] = max(drop.isNaN ? .infinity : drop, 0) / options[i][0].noise
+        return (options, signal)
+    }
+
+    /// Each weight's loss of cosine similarity per unit of noise energy, measured by running the
+    /// function with that weight alone at its smallest option (the runs spread over the cores); 0
+    /// for the other weights with a choice, 1 for weights with none.
+    /// - Throws: What `evaluate` throws.
+    static func sensitivities(_ model: PortableModel, options: [[Option]], trials trialModels: [PortableModel], baseline reference: [Float],
+                              evaluate: @escaping @Sendable (PortableModel) throws -> [Float],
+                              progress: (@Sendable (String) -> Void)?) throws -> [Double] {
+        var weightOfNoise = [Double](repeating: 1, count: options.count)
+        // Each weight alone at its smallest option, the runs spread over the cores.
+        let probed = options.indices.filter { options[$0].count > 1 && options[$0][0].candidate != nil && options[$0][0].noise > 0 }
+        for i in options.indices where options[i].count > 1 { weightOfNoise[i] = 0 }
+        var drops = [Result<Double, Error>](repeating: .success(0), count: probed.count)
+        let frontier = options
+        progress?("measuring the sensitivity of \(probed.count) weights")
+        drops.withUnsafeMutableBufferPointer { out in
+            nonisolated(unsafe) let results = out
+            DispatchQueue.concurrentPerform(iterations: probed.count) { p in
+                let i = probed[p]
+                var alone = model
+                alone.weights[i] = trialModels[frontier[i][0].candidate!].weights[i]
+                results[p] = Result { 1 - cosine(reference, try evaluate(alone)) }
             }
         }
+        for (p, i) in probed.enumerated() {
+            let drop = try drops[p].get()
+            weightOfNoise[i] = max(drop.isNaN ? .infinity : drop, 0) / options[i][0].noise
+        }
+        return weightOfNoise
+    }
+
+    /// The greedy choice of one option per weight, over each weight's options and the error a
+    /// unit of its noise energy adds.
+    struct Search {
+        let options: [[Option]]
+        let weightOfNoise: [Double]
+
+        /// The option index per weight: from the smallest options, the step that removes the most
+        /// error per byte added, until the predicted error is within `budget` (or no step helps).
         func choose(_ budget: Double) -> [Int] {
             var at = options.map { _ in 0 }
             var total = options.indices.reduce(0.0) { $0 + weightOfNoise[$1] * options[$1][0].noise }
@@ -174,59 +246,32 @@ public enum MixedPrecision {
             }
             return at
         }
-        func build(_ at: [Int]) -> (PortableModel, [CompressionRow]) {
-            var out = model
-            var rows: [CompressionRow] = []
-            for i in options.indices {
-                if let c = options[i][at[i]].candidate {
-                    out.weights[i] = trials[c].model.weights[i]
-                    var row = trials[c].report.rows[i]
-                    row.detail = candidates[c] + " " + row.detail
-                    rows.append(row)
-                } else {
-                    let w = model.weights[i]
-                    rows.append(CompressionRow(weight: w.name, consumers: trials.first?.report.rows[i].consumers ?? [], method: "none",
-                                               bits: w.dtype.bitWidth, detail: options[i].count > 1 ? "kept for accuracy" : "not compressible",
-                                               bytesBefore: w.storedBytes, bytesAfter: w.storedBytes, snr: nil))
-                }
+
+        /// The predicted error of the options `at`.
+        func error(_ at: [Int]) -> Double {
+            options.indices.reduce(0.0) { $0 + weightOfNoise[$1] * options[$1][at[$1]].noise }
+        }
+    }
+
+    /// The model with each weight at its option `at` (from the trials), and the report's rows.
+    static func mix(_ at: [Int], of model: PortableModel, options: [[Option]], trials: [Trial],
+                    candidates: [String]) -> (PortableModel, [CompressionRow]) {
+        var out = model
+        var rows: [CompressionRow] = []
+        for i in options.indices {
+            if let c = options[i][at[i]].candidate {
+                out.weights[i] = trials[c].model.weights[i]
+                var row = trials[c].report.rows[i]
+                row.detail = candidates[c] + " " + row.detail
+                rows.append(row)
+            } else {
+                let w = model.weights[i]
+                rows.append(CompressionRow(weight: w.name, consumers: trials.first?.report.rows[i].consumers ?? [], method: "none",
+                                           bits: w.dtype.bitWidth, detail: options[i].count > 1 ? "kept for accuracy" : "not compressible",
+                                           bytesBefore: w.storedBytes, bytesAfter: w.storedBytes, snr: nil))
             }
-            return (out, rows)
         }
-        var at = choose(budget)
-        var (mixed, rows) = build(at)
-        var predicted = options.indices.reduce(0.0) { $0 + weightOfNoise[$1] * options[$1][at[$1]].noise }
-        var measured: Double
-        switch target {
-        case .snr:
-            measured = 0
-            let noise = options.indices.filter { options[$0].count > 1 }.reduce(0.0) { $0 + options[$1][at[$1]].noise }
-            let total = options.indices.filter { options[$0].count > 1 }.reduce(0.0) { $0 + signal[$1] }
-            measured = noise == 0 ? .infinity : 10 * log10(total / noise)
-            predicted = measured
-        case .cosine(let c):
-            progress?("measuring the mix")
-            measured = cosine(baseline, try evaluate!(mixed))
-            // Missed: choose again for a smaller budget, by the measured to predicted ratio.
-            var tries = 0
-            while !(measured >= c), tries < 8, predicted > 0 {
-                tries += 1
-                let observed = measured.isNaN ? 2 : 1 - measured
-                budget = min(budget / 2, budget * budget / max(observed, 1e-300))
-                at = choose(budget)
-                (mixed, rows) = build(at)
-                predicted = options.indices.reduce(0.0) { $0 + weightOfNoise[$1] * options[$1][at[$1]].noise }
-                progress?(String(format: "missed (%.6f); measuring a mix for a smaller budget", measured))
-                measured = cosine(baseline, try evaluate!(mixed))
-            }
-            predicted = 1 - predicted
-        }
-        let choices = options.indices.filter { options[$0].count > 1 }.map { i in
-            PrecisionChoice(weight: model.weights[i].name, candidate: options[i][at[i]].candidate.map { candidates[$0] } ?? "none",
-                            predictedError: weightOfNoise[i] * options[i][at[i]].noise)
-        }
-        let warnings = trials.first?.report.warnings ?? []
-        return PrecisionPlan(target: target, model: mixed, report: CompressionReport(rows: rows, warnings: warnings), choices: choices,
-                             predicted: predicted, measured: measured)
+        return (out, rows)
     }
 
     /// Σw² of a dense float weight (0 for others).

@@ -22,21 +22,58 @@ extension Palettizer {
         // The whole weight, element by element.
         let tensor = GroupElements(base: base, isHalf: isHalf, runs: 1, channels: count, inner: 1, runStride: count, offset: 0, scales: nil)
         // Optional per-channel scale: each output channel divided by its largest magnitude.
-        var scales: [Float]?
-        if s.enablePerChannelScale {
-            var sc = [Float](repeating: 0, count: channels)
-            for o in 0 ..< outer { for c in 0 ..< channels {
-                let start = (o * channels + c) * inner
-                var m = sc[c]
-                for i in 0 ..< inner { m = max(m, abs(tensor.raw(start + i))) }
-                sc[c] = m
-            } }
-            for c in 0 ..< channels where sc[c] == 0 { sc[c] = 1 }
-            if isHalf { sc = sc.map { Float(Float16($0)) } }
-            scales = sc
-        }
+        let scales = s.enablePerChannelScale ? channelScales(tensor, outer: outer, channels: channels, inner: inner) : nil
         let lutType: DataType = s.lutDtype.flatMap { DataType(rawValue: $0) } ?? weightType
-        // Centers of every group.
+        let centers = try centersOfGroups(tensor, groups: groups, groupSize: groupSize, outer: outer, channels: channels, inner: inner,
+                                          scales: scales, storage: storage, entries: entries)
+        let (lut, mids) = lookupTables(centers, entries: entries, lutType: lutType)
+        let span = entries
+        // Where few groups share the work, each 16-bit bin of keys whose values all take one entry
+        // has it looked up instead of searched.
+        let binIndex: [Int16] = groups <= 8 && !(isHalf && scales == nil) ? (0 ..< groups).flatMap { g in
+            entryOfBins(mids: Array(mids[g * span ..< (g + 1) * span]), span: span)
+        } : []
+        // Unscaled float16 weights (of few groups): the entry of each of the 65536 bit patterns, per group.
+        let halfTable: [UInt8] = isHalf && scales == nil && groups <= 64 ? entryOfHalfPatterns(mids: mids, groups: groups, span: span) : []
+        let halfValues: [Float] = halfTable.isEmpty ? [] : (0 ..< 65536).map { Float(Float16(bitPattern: UInt16($0))) }
+        let assignment = KMeansAssignment(tensor: tensor, count: count, bits: s.nbits, entries: entries, span: span, channels: channels,
+                                          groupSize: groupSize, inner: inner, isHalf: isHalf, whole: groups == 1 && scales == nil,
+                                          scales: scales, lut: lut, mids: mids, binIndex: binIndex, halfTable: halfTable,
+                                          halfValues: halfValues, storage: storage)
+        let (indexStorage, totalSignal, totalNoise) = assignment.pack()
+        var lutShape = [Int](repeating: 1, count: shape.count)
+        lutShape[axis] = groups
+        var scaleShape = [Int](repeating: 1, count: shape.count)
+        scaleShape[axis] = channels
+        let indexType: DataType = [1: .uint1, 2: .uint2, 3: .uint3, 4: .uint4, 6: .uint6, 8: .uint8][s.nbits]!
+        let weight = PalettizedWeight(
+            indices: WeightBlob(dtype: indexType, shape: shape, data: indexStorage),
+            lut: WeightBlob(dtype: lutType, shape: lutShape + [entries], data: ByteStorage(floatBytes(lut, lutType))),
+            scale: scales.map { WeightBlob(dtype: weightType, shape: scaleShape, data: ByteStorage(floatBytes($0, weightType))) })
+        return Result(weight: weight, snr: totalNoise == 0 ? .infinity : 10 * log10(totalSignal / totalNoise))
+    }
+
+    /// Each output channel's largest magnitude (1 for a channel of zeros), rounded to float16 for
+    /// a float16 weight: the per-channel scales of `tensor` (`outer` runs of `channels × inner`).
+    static func channelScales(_ tensor: GroupElements, outer: Int, channels: Int, inner: Int) -> [Float] {
+        var sc = [Float](repeating: 0, count: channels)
+        for o in 0 ..< outer { for c in 0 ..< channels {
+            let start = (o * channels + c) * inner
+            var m = sc[c]
+            for i in 0 ..< inner { m = max(m, abs(tensor.raw(start + i))) }
+            sc[c] = m
+        } }
+        for c in 0 ..< channels where sc[c] == 0 { sc[c] = 1 }
+        if tensor.isHalf { sc = sc.map { Float(Float16($0)) } }
+        return sc
+    }
+
+    /// The k-means centers of every group of `groupSize` output channels (values divided by their
+    /// channel's scale, when there are scales), the groups spread over the cores.
+    /// - Throws: ``NonFiniteWeight`` when a group holds a NaN or infinite value.
+    static func centersOfGroups(_ tensor: GroupElements, groups: Int, groupSize: Int, outer: Int, channels: Int, inner: Int,
+                                scales: [Float]?, storage: ByteStorage?, entries: Int) throws -> [[Float]] {
+        let isHalf = tensor.isHalf
         var centers = [[Float]](repeating: [], count: groups)
         var failed = [Bool](repeating: false, count: groups)
         let scaleCopy = scales ?? []
@@ -60,8 +97,14 @@ extension Palettizer {
             }
         }
         if failed.contains(true) { throw NonFiniteWeight() }
-        // Tables: centers rounded to the LUT type, padded with the last (never chosen). Elements
-        // choose among the real centers by the midpoints between them (ties to the lower).
+        return centers
+    }
+
+    /// Tables: centers rounded to the LUT type, padded with the last (never chosen), `entries` per
+    /// group. Elements choose among the real centers by the midpoints between them (ties to the
+    /// lower): `entries` per group, +∞ past the last.
+    static func lookupTables(_ centers: [[Float]], entries: Int, lutType: DataType) -> (lut: [Float], mids: [Double]) {
+        let groups = centers.count
         var lut = [Float](repeating: 0, count: groups * entries)
         let span = entries
         var mids = [Double](repeating: .infinity, count: groups * span)
@@ -72,20 +115,13 @@ extension Palettizer {
             for e in 0 ..< entries { lut[g * entries + e] = Precision.round(rounded[e], to: lutType) }
             for i in 0 ..< active - 1 { mids[g * span + i] = (Double(rounded[i]) + Double(rounded[i + 1])) / 2 }
         }
-        // Where few groups share the work, each 16-bit bin of keys whose values all take one entry
-        // has it looked up instead of searched.
-        let binIndex: [Int16] = groups <= 8 && !(isHalf && scales == nil) ? (0 ..< groups).flatMap { g in
-            entryOfBins(mids: Array(mids[g * span ..< (g + 1) * span]), span: span)
-        } : []
-        // Assign, pack and measure, in chunks of whole bytes of indices.
-        let bits = s.nbits
-        let parts = max(1, min(256, count >> 16))
-        let bounds = (0 ... parts).map { i in i == parts ? count : (count * i / parts) & ~7 }
-        var signal = [Double](repeating: 0, count: parts), noise = signal
-        let indexBytes = (count * bits + 7) / 8
-        let whole = groups == 1 && scales == nil
-        // Unscaled float16 weights (of few groups): the entry of each of the 65536 bit patterns, per group.
-        let halfTable: [UInt8] = isHalf && scales == nil && groups <= 64 ? (0 ..< groups).flatMap { g in
+        return (lut, mids)
+    }
+
+    /// The entry of each of the 65536 float16 bit patterns (0 for those not finite), per group of
+    /// `span` midpoints.
+    static func entryOfHalfPatterns(mids: [Double], groups: Int, span: Int) -> [UInt8] {
+        (0 ..< groups).flatMap { g in
             (0 ..< 65536).map { h -> UInt8 in
                 let x = Double(Float(Float16(bitPattern: UInt16(h))))
                 guard x.isFinite else { return 0 }
@@ -96,86 +132,7 @@ extension Palettizer {
                 }
                 return UInt8(at)
             }
-        } : []
-        let halfValues: [Float] = halfTable.isEmpty ? [] : (0 ..< 65536).map { Float(Float16(bitPattern: UInt16($0))) }
-        let indexStorage = ByteStorage(byteCount: indexBytes) { out in
-            nonisolated(unsafe) let dst = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
-            lut.withUnsafeBufferPointer { lutp in mids.withUnsafeBufferPointer { midp in scaleCopy.withUnsafeBufferPointer { scp in binIndex.withUnsafeBufferPointer { bip in halfTable.withUnsafeBufferPointer { htp in halfValues.withUnsafeBufferPointer { hvp in
-                signal.withUnsafeMutableBufferPointer { sigp in noise.withUnsafeMutableBufferPointer { noip in
-                    nonisolated(unsafe) let (table, cut, sc, sig, noi, known) = (lutp, midp, scp, sigp, noip, bip)
-                    nonisolated(unsafe) let halfIndex = htp.isEmpty ? nil : Optional(htp), halfValue = hvp.baseAddress
-                    let hasScale = scales != nil
-                    DispatchQueue.concurrentPerform(iterations: parts) { part in
-                        var p = bounds[part]
-                        let end = bounds[part + 1]
-                        guard p < end else { return }
-                        let block = 1 << 16
-                        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: block) { idx in
-                            withUnsafeTemporaryAllocation(of: Float.self, capacity: 4096) { conv in
-                                var c = (p / inner) % channels, i = p % inner
-                                var packed = p, filled = 0
-                                var sumSignal = 0.0, sumNoise = 0.0
-                                while p < end {
-                                    let g = c / groupSize
-                                    let scale: Float = hasScale ? sc[c] : 1
-                                    let n = whole ? end - p : min(inner - i, end - p)
-                                    var done = 0
-                                    while done < n {
-                                        let m = min(n - done, 4096, block - filled)
-                                        if let halfIndex {
-                                            // Unscaled float16: every bit pattern's entry is known.
-                                            kiln_palettize_assign_half(tensor.base.advanced(by: 2 * p).assumingMemoryBound(to: UInt16.self), m,
-                                                                       halfValue, halfIndex.baseAddress! + g * 65536, table.baseAddress! + g * entries,
-                                                                       idx.baseAddress! + filled, &sumSignal, &sumNoise)
-                                        } else {
-                                            let x: UnsafePointer<Float>
-                                            if isHalf {
-                                                let h = tensor.base.advanced(by: 2 * p).assumingMemoryBound(to: Float16.self)
-                                                for e in 0 ..< m { conv[e] = Float(h[e]) }
-                                                x = UnsafePointer(conv.baseAddress!)
-                                            } else {
-                                                x = tensor.base.advanced(by: 4 * p).assumingMemoryBound(to: Float.self)
-                                            }
-                                            kiln_palettize_assign(x, m, scale, hasScale ? 1 : 0, cut.baseAddress! + g * span, span,
-                                                                  table.baseAddress! + g * entries, known.isEmpty ? nil : known.baseAddress! + g * 65536,
-                                                                  idx.baseAddress! + filled, &sumSignal, &sumNoise)
-                                        }
-                                        filled += m
-                                        done += m
-                                        p += m
-                                        if filled == block {
-                                            kiln_pack_bits(idx.baseAddress, filled, UInt32(bits), dst + packed * bits / 8)
-                                            packed += filled
-                                            filled = 0
-                                        }
-                                    }
-                                    if !whole {
-                                        i += n
-                                        if i == inner { i = 0; c = c + 1 == channels ? 0 : c + 1 }
-                                    }
-                                }
-                                if filled > 0 { kiln_pack_bits(idx.baseAddress, filled, UInt32(bits), dst + packed * bits / 8) }
-                                let size = isHalf ? 2 : 4
-                                storage?.releaseResidentPages(size * bounds[part] ..< size * end)
-                                sig[part] = sumSignal
-                                noi[part] = sumNoise
-                            }
-                        }
-                    }
-                } }
-            } } } } } }
         }
-        let totalSignal = signal.reduce(0, +), totalNoise = noise.reduce(0, +)
-        var lutShape = [Int](repeating: 1, count: shape.count)
-        lutShape[axis] = groups
-        var scaleShape = [Int](repeating: 1, count: shape.count)
-        scaleShape[axis] = channels
-        let indexType: DataType = [1: .uint1, 2: .uint2, 3: .uint3, 4: .uint4, 6: .uint6, 8: .uint8][bits]!
-        let weight = PalettizedWeight(
-            indices: WeightBlob(dtype: indexType, shape: shape, data: indexStorage),
-            lut: WeightBlob(dtype: lutType, shape: lutShape + [entries], data: ByteStorage(floatBytes(lut, lutType))),
-            scale: scales.map { WeightBlob(dtype: weightType, shape: scaleShape, data: ByteStorage(floatBytes($0, weightType))) })
-        return Result(weight: weight, snr: totalNoise == 0 ? .infinity : 10 * log10(totalSignal / totalNoise))
     }
 
     /// For each 16-bit bin of keys, the entry all its values take (the number of midpoints below

@@ -22,6 +22,7 @@ struct GraphDot {
         return Array(parts.dropLast().prefix(depth))
     }
 
+    /// A module: its own ops and its child modules, in the order they first appear.
     final class Cluster {
         let name: String
         let path: [String]
@@ -43,6 +44,7 @@ struct GraphDot {
         var allOps: [Int] { (ops + order.flatMap { children[$0]!.allOps }).sorted() }
     }
 
+    /// `s` as the inside of a DOT string: quotes, backslashes and newlines escaped, other controls spaces.
     static func escape(_ s: String) -> String {
         var out = ""
         for c in s.unicodeScalars {
@@ -56,8 +58,11 @@ struct GraphDot {
         return out
     }
 
+    /// A tensor type as an edge label.
     static func typeText(_ t: TensorType) -> String { "\(t)" }
 
+    /// The DOT text: the graph's attributes, inputs and outputs, the clusters of ops (repeats
+    /// collapsed), then the weights and the edges.
     func render() -> String {
         let ops = function.operations
         var producer: [String: Int] = [:]
@@ -69,48 +74,10 @@ struct GraphDot {
             }
         }
         for a in function.inputs { valueType[a.name] = a.type }
+        let root = clusters()
+        var repeats = Repeats()
+        findRepeats(root, into: &repeats)
 
-        // Clusters by module path.
-        let root = Cluster(name: "", path: [])
-        for (i, op) in ops.enumerated() {
-            var c = root
-            for part in modulePath(op) { c = c.child(part) }
-            c.ops.append(i)
-        }
-        // Collapsed clusters: each op inside one maps to its group's summary node.
-        var collapsedNode: [Int: String] = [:]
-        var summaries: [(cluster: Cluster, node: String, label: String)] = []
-        func signature(_ c: Cluster) -> [String] { c.allOps.map { "\(ops[$0].opType)|\(modulePath(ops[$0]).dropFirst(c.path.count).joined(separator: "/"))" } }
-        func findRepeats(_ c: Cluster) {
-            guard collapse else { return }
-            var firstBySignature: [[String]: (String, [String])] = [:]
-            var groups: [[String]: [String]] = [:]
-            for name in c.order {
-                let child = c.children[name]!
-                let sig = signature(child)
-                if child.allOps.count >= 3, firstBySignature[sig] != nil {
-                    groups[sig, default: []].append(name)
-                } else if firstBySignature[sig] == nil {
-                    firstBySignature[sig] = (name, [])
-                }
-            }
-            for (sig, names) in groups.sorted(by: { $0.value.first! < $1.value.first! }) {
-                let first = firstBySignature[sig]!.0
-                let node = "collapsed_\(summaries.count)"
-                let count = c.children[first]!.allOps.count
-                let label = "\(names.count) more like \(first)\n\(names.first!)\(names.count > 1 ? " … \(names.last!)" : "")\n\(count) ops each"
-                for n in names {
-                    for i in c.children[n]!.allOps { collapsedNode[i] = node }
-                    c.children[n] = nil
-                    c.order.removeAll { $0 == n }
-                }
-                summaries.append((c, node, label))
-            }
-            for name in c.order { findRepeats(c.children[name]!) }
-        }
-        findRepeats(root)
-
-        func node(_ i: Int) -> String { collapsedNode[i] ?? "op\(i)" }
         var s = "digraph \"\(Self.escape(title))\" {\n"
         s += "  graph [rankdir=TB, fontname=\"Helvetica\", fontsize=11, label=\"\(Self.escape(title))\", labelloc=t, newrank=true];\n"
         s += "  node [fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\", fontsize=8, color=\"#555555\"];\n"
@@ -120,42 +87,111 @@ struct GraphDot {
         for (k, a) in function.outputs.enumerated() {
             s += "  out\(k) [shape=ellipse, style=filled, fillcolor=\"#f6dcc8\", label=\"\(Self.escape("\(a.name)\n\(Self.typeText(a.type))"))\"];\n"
         }
-        func opLabel(_ i: Int) -> String {
-            let op = ops[i]
-            var lines = [op.opType, op.name.split(separator: "/").last.map(String.init) ?? op.name]
-            if let kernels, i < kernels.count { lines.append("[\(kernels[i])]") }
-            let fused = op.attributes.keys.filter { $0.hasPrefix("kiln.") }.sorted()
-            for key in fused {
-                let value: String
-                switch op.attributes[key] {
-                case .string(let v)?: value = " \(v)"
-                case .int(let v)?: value = "=\(v)"
-                case .float(let v)?: value = "=\(String(format: "%g", v))"
-                default: value = ""
-                }
-                lines.append("+ \(key.dropFirst(5))\(value)")
-            }
-            return lines.joined(separator: "\n")
-        }
-        func emit(_ c: Cluster, indent: String) {
-            for i in c.ops where collapsedNode[i] == nil {
-                let reference = kernels.map { i < $0.count && $0[i] == "reference" } ?? false
-                s += "\(indent)op\(i) [shape=box, style=\"rounded,filled\", fillcolor=\"\(reference ? "#f4c7c3" : "#dde6f4")\", label=\"\(Self.escape(opLabel(i)))\"];\n"
-            }
-            for summary in summaries where summary.cluster === c {
-                s += "\(indent)\(summary.node) [shape=box3d, style=filled, fillcolor=\"#ece4f4\", label=\"\(Self.escape(summary.label))\"];\n"
-            }
-            for name in c.order {
-                let child = c.children[name]!
-                let id = "cluster_" + child.path.joined(separator: "_").unicodeScalars.map { $0.properties.isAlphabetic || ("0" ... "9").contains($0) ? String($0) : "_" }.joined()
-                s += "\(indent)subgraph \"\(Self.escape(id))\" {\n\(indent)  label=\"\(Self.escape(name))\"; style=\"rounded\"; color=\"#9aa7b8\";\n"
-                emit(child, indent: indent + "  ")
-                s += "\(indent)}\n"
-            }
-        }
-        emit(root, indent: "  ")
+        emit(root, indent: "  ", repeats: repeats, into: &s)
+        connect(producer: producer, valueType: valueType, repeats: repeats, into: &s)
+        s += "}\n"
+        return s
+    }
 
-        // Weights read by drawn ops.
+    /// The ops in clusters by module path.
+    func clusters() -> Cluster {
+        let root = Cluster(name: "", path: [])
+        for (i, op) in function.operations.enumerated() {
+            var c = root
+            for part in modulePath(op) { c = c.child(part) }
+            c.ops.append(i)
+        }
+        return root
+    }
+
+    /// Collapsed clusters: each op inside one maps to its group's summary node.
+    struct Repeats {
+        var collapsedNode: [Int: String] = [:]
+        var summaries: [(cluster: Cluster, node: String, label: String)] = []
+
+        /// The node that draws op `i`: its own, or its collapsed group's.
+        func node(_ i: Int) -> String { collapsedNode[i] ?? "op\(i)" }
+    }
+
+    /// What a cluster's ops are, relative to the cluster: one op type and module path each.
+    func signature(_ c: Cluster) -> [String] {
+        let ops = function.operations
+        return c.allOps.map { "\(ops[$0].opType)|\(modulePath(ops[$0]).dropFirst(c.path.count).joined(separator: "/"))" }
+    }
+
+    /// With `collapse`, the children of `c` (and below) that repeat an earlier sibling's ops (at
+    /// least 3), taken out of their clusters into `repeats`, one summary node per repeated kind.
+    func findRepeats(_ c: Cluster, into repeats: inout Repeats) {
+        guard collapse else { return }
+        var firstBySignature: [[String]: (String, [String])] = [:]
+        var groups: [[String]: [String]] = [:]
+        for name in c.order {
+            let child = c.children[name]!
+            let sig = signature(child)
+            if child.allOps.count >= 3, firstBySignature[sig] != nil {
+                groups[sig, default: []].append(name)
+            } else if firstBySignature[sig] == nil {
+                firstBySignature[sig] = (name, [])
+            }
+        }
+        for (sig, names) in groups.sorted(by: { $0.value.first! < $1.value.first! }) {
+            let first = firstBySignature[sig]!.0
+            let node = "collapsed_\(repeats.summaries.count)"
+            let count = c.children[first]!.allOps.count
+            let label = "\(names.count) more like \(first)\n\(names.first!)\(names.count > 1 ? " … \(names.last!)" : "")\n\(count) ops each"
+            for n in names {
+                for i in c.children[n]!.allOps { repeats.collapsedNode[i] = node }
+                c.children[n] = nil
+                c.order.removeAll { $0 == n }
+            }
+            repeats.summaries.append((c, node, label))
+        }
+        for name in c.order { findRepeats(c.children[name]!, into: &repeats) }
+    }
+
+    /// An op's box: type, last name segment, the artifact's kernel and the fused `kiln.` attributes.
+    func opLabel(_ i: Int) -> String {
+        let op = function.operations[i]
+        var lines = [op.opType, op.name.split(separator: "/").last.map(String.init) ?? op.name]
+        if let kernels, i < kernels.count { lines.append("[\(kernels[i])]") }
+        let fused = op.attributes.keys.filter { $0.hasPrefix("kiln.") }.sorted()
+        for key in fused {
+            let value: String
+            switch op.attributes[key] {
+            case .string(let v)?: value = " \(v)"
+            case .int(let v)?: value = "=\(v)"
+            case .float(let v)?: value = "=\(String(format: "%g", v))"
+            default: value = ""
+            }
+            lines.append("+ \(key.dropFirst(5))\(value)")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// Appends the ops (red: run by the reference interpreter), summaries and subclusters of `c`.
+    func emit(_ c: Cluster, indent: String, repeats: Repeats, into s: inout String) {
+        for i in c.ops where repeats.collapsedNode[i] == nil {
+            let reference = kernels.map { i < $0.count && $0[i] == "reference" } ?? false
+            s += "\(indent)op\(i) [shape=box, style=\"rounded,filled\", fillcolor=\"\(reference ? "#f4c7c3" : "#dde6f4")\", label=\"\(Self.escape(opLabel(i)))\"];\n"
+        }
+        for summary in repeats.summaries where summary.cluster === c {
+            s += "\(indent)\(summary.node) [shape=box3d, style=filled, fillcolor=\"#ece4f4\", label=\"\(Self.escape(summary.label))\"];\n"
+        }
+        for name in c.order {
+            let child = c.children[name]!
+            let id = "cluster_" + child.path.joined(separator: "_").unicodeScalars.map { $0.properties.isAlphabetic || ("0" ... "9").contains($0) ? String($0) : "_" }.joined()
+            s += "\(indent)subgraph \"\(Self.escape(id))\" {\n\(indent)  label=\"\(Self.escape(name))\"; style=\"rounded\"; color=\"#9aa7b8\";\n"
+            emit(child, indent: indent + "  ", repeats: repeats, into: &s)
+            s += "\(indent)}\n"
+        }
+    }
+
+    /// Appends the weights read by drawn ops, then every edge once: producer to consumer (labeled
+    /// with the tensor's type), input to consumer, weight to consumer, and to the outputs.
+    func connect(producer: [String: Int], valueType: [String: TensorType], repeats: Repeats, into s: inout String) {
+        let ops = function.operations
+        let node = repeats.node
+        let collapsedNode = repeats.collapsedNode
         var weightNodes: [String: String] = [:]
         var edges = Set<String>()
         var edgeList: [String] = []
@@ -187,8 +223,6 @@ struct GraphDot {
             if let p = producer[a.value] { addEdge(node(p), "out\(k)", nil) } else if let j = inputIndex[a.value] { addEdge("in\(j)", "out\(k)", nil) }
         }
         s += edgeList.joined()
-        s += "}\n"
-        return s
     }
 }
 

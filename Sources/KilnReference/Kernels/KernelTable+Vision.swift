@@ -1,21 +1,29 @@
 import KilnFormat
 
 extension KernelTable {
-    /// Kernels of the sampling, detection, signal and sequence ops (OpSet+Vision, OpSet+Sequence).
-    // swiftlint:disable:next cyclomatic_complexity function_body_length
+    /// Kernels of the sampling, detection, signal and sequence ops (OpSet+Vision, OpSet+Sequence);
+    /// `nil` for other ops.
     static func visionKernel(for op: Operation) throws -> Kernel? {
+        try samplingKernel(for: op) ?? signalKernel(for: op) ?? sequenceKernel(for: op)
+    }
+
+    /// Input `i`'s first value, or `nil` when it is absent or empty.
+    static func scalar(_ inputs: [NDArray?], _ i: Int) throws -> Double? {
+        guard i < inputs.count, let t = inputs[i], t.elementCount > 0 else { return nil }
+        return try t.doubleValues()[0]
+    }
+
+    /// Input `i`'s one value as an integer: an error, not a trap, for NaN or out-of-range values.
+    static func integer(_ inputs: [NDArray?], _ i: Int) throws -> Int? {
+        guard let v = try scalar(inputs, i) else { return nil }
+        guard v.isFinite, abs(v) < 0x1p53 else { throw OpError("input \(i) is \(v), not a usable integer") }
+        return Int(v.rounded(.towardZero))
+    }
+
+    /// Kernels of the image ops: integer and deformable convolutions, sampling, unfolding, unpooling,
+    /// detection, cropping and the local and group normalizations; `nil` for other ops.
+    static func samplingKernel(for op: Operation) throws -> Kernel? {
         let a = op.attributes
-        let outputs = op.outputs.count
-        @Sendable func scalar(_ inputs: [NDArray?], _ i: Int) throws -> Double? {
-            guard i < inputs.count, let t = inputs[i], t.elementCount > 0 else { return nil }
-            return try t.doubleValues()[0]
-        }
-        /// Input `i`'s one value as an integer: an error, not a trap, for NaN or out-of-range values.
-        @Sendable func integer(_ inputs: [NDArray?], _ i: Int) throws -> Int? {
-            guard let v = try scalar(inputs, i) else { return nil }
-            guard v.isFinite, abs(v) < 0x1p53 else { throw OpError("input \(i) is \(v), not a usable integer") }
-            return Int(v.rounded(.towardZero))
-        }
         switch op.opType {
         case "conv_integer":
             return { inputs in
@@ -56,21 +64,6 @@ extension KernelTable {
         case "roi_align":
             let o = try Vision.RoiAlignOptions(a)
             return { inputs in [try Vision.roiAlign(try present(inputs, 0), rois: try present(inputs, 1), batch: try present(inputs, 2).intValues(), o)] }
-        case "dft":
-            let fixedAxis = a["axis"] != nil ? try a.int("axis", -2) : nil, fixedLength = a["dft_length"] != nil ? try a.int("dft_length", 0) : nil
-            let inverse = try a.int("inverse", 0) != 0, onesided = try a.int("onesided", 0) != 0
-            return { inputs in
-                let length = try fixedLength ?? integer(inputs, 1)
-                let axis = try fixedAxis ?? integer(inputs, 2) ?? -2
-                return [try Vision.dft(try present(inputs, 0), length: length, axis: axis, inverse: inverse, onesided: onesided)]
-            }
-        case "stft":
-            let onesided = try a.int("onesided", 1) != 0
-            return { inputs in
-                guard let step = try integer(inputs, 1) else { throw OpError("stft needs frame_step") }
-                return [try Vision.stft(try present(inputs, 0), step: step, window: inputs.count > 2 ? inputs[2] : nil,
-                                        frameLength: try integer(inputs, 3), onesided: onesided)]
-            }
         case "center_crop_pad":
             let axes = try a.ints("axes")
             return { inputs in [try Vision.centerCropPad(try present(inputs, 0), shape: try present(inputs, 1).intValues(), axes: axes)] }
@@ -86,6 +79,30 @@ extension KernelTable {
         case "mean_variance_normalization":
             let axes = try a.ints("axes") ?? [0, 2, 3]
             return { inputs in [try SequenceKernels.meanVarianceNormalization(try present(inputs, 0), axes: axes)] }
+        default:
+            return nil
+        }
+    }
+
+    /// Kernels of the signal ops: Fourier transforms, windows and mel filter banks; `nil` for other ops.
+    static func signalKernel(for op: Operation) throws -> Kernel? {
+        let a = op.attributes
+        switch op.opType {
+        case "dft":
+            let fixedAxis = a["axis"] != nil ? try a.int("axis", -2) : nil, fixedLength = a["dft_length"] != nil ? try a.int("dft_length", 0) : nil
+            let inverse = try a.int("inverse", 0) != 0, onesided = try a.int("onesided", 0) != 0
+            return { inputs in
+                let length = try fixedLength ?? integer(inputs, 1)
+                let axis = try fixedAxis ?? integer(inputs, 2) ?? -2
+                return [try Vision.dft(try present(inputs, 0), length: length, axis: axis, inverse: inverse, onesided: onesided)]
+            }
+        case "stft":
+            let onesided = try a.int("onesided", 1) != 0
+            return { inputs in
+                guard let step = try integer(inputs, 1) else { throw OpError("stft needs frame_step") }
+                return [try Vision.stft(try present(inputs, 0), step: step, window: inputs.count > 2 ? inputs[2] : nil,
+                                        frameLength: try integer(inputs, 3), onesided: onesided)]
+            }
         case "window":
             let kind = try a.string("kind", "hann"), periodic = try a.int("periodic", 1) != 0
             var dtype = DataType.float32
@@ -111,6 +128,18 @@ extension KernelTable {
                 let m = try Vision.melWeightMatrix(bins: counts[0], dftLength: counts[1], sampleRate: counts[2], lower: lower, upper: upper)
                 return [to.isFloatingPoint ? m : try Elementwise.cast(m, to: to)]
             }
+        default:
+            return nil
+        }
+    }
+
+    /// Kernels of the sequence ops: linear attention, stateful causal convolution, scatters into caches,
+    /// reversal, unique and nonzero elements, checks, bit casts, determinants and n-gram counts; `nil` for
+    /// other ops.
+    static func sequenceKernel(for op: Operation) throws -> Kernel? {
+        let a = op.attributes
+        let outputs = op.outputs.count
+        switch op.opType {
         case "linear_attention":
             let o = try SequenceKernels.LinearAttentionOptions(a)
             return { inputs in try SequenceKernels.linearAttention(inputs, o, outputs: outputs) }

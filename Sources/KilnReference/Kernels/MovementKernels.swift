@@ -2,27 +2,50 @@ import KilnFormat
 
 /// Kernels of the shape and data-movement ops.
 enum MovementKernels {
+    /// Input `i`, or an error naming it when it is missing.
     static func present(_ inputs: [NDArray?], _ i: Int) throws -> NDArray { try KernelTable.present(inputs, i) }
 
-    // swiftlint:disable:next cyclomatic_complexity function_body_length
+    /// The kernel of a shape or data-movement op, the last family ``KernelTable`` tries.
+    /// - Throws: ``OpError`` for attributes that do not fit the op, or an op type no family knows.
     static func kernel(for op: Operation) throws -> Kernel {
+        if let kernel = try shapeKernel(for: op) ?? rearrangingKernel(for: op) { return kernel }
+        throw OpError("the reference interpreter has no kernel for '\(op.opType)'")
+    }
+
+    /// Kernels of the ops that make tensors or change only their shapes: constants, ranges, shapes and
+    /// sizes, reshapes, squeezes, expansion and tiling; `nil` for other ops.
+    static func shapeKernel(for op: Operation) throws -> Kernel? {
         let a = op.attributes
         switch op.opType {
         case "constant":
             guard case .tensor(let t)? = a["value"] else { throw OpError("value must be a tensor") }
             let value = try Literal.array(t)
             return { _ in [value] }
+        case "constant_of_shape":
+            var literal: TensorLiteral?
+            if case .tensor(let t)? = a["value"] { literal = t }
+            let shape = try KernelTable.intsParameter(op, "shape", input: 0)
+            let value = literal
+            return { inputs in
+                guard let s = try shape(inputs) else { throw OpError("constant_of_shape needs a shape") }
+                return [try Movement.constantOfShape(s, value: value)]
+            }
+        case "range":
+            return { inputs in [try Movement.range(try present(inputs, 0), try present(inputs, 1), try present(inputs, 2))] }
+        case "shape":
+            let start = try a.int("start", 0), end = a["end"] != nil ? try a.int("end", 0) : nil
+            return { inputs in
+                let x = try present(inputs, 0)
+                let clamp = { (v: Int) in min(max(v < 0 ? v + x.rank : v, 0), x.rank) }
+                let s = clamp(start), e = clamp(end ?? x.rank)
+                return [NDArray.int64(Array(x.shape[s ..< max(s, e)]))]
+            }
+        case "size": return { inputs in [NDArray(scalar: Int64(try present(inputs, 0).elementCount))] }
         case "reshape":
             let shape = try KernelTable.intsParameter(op, "shape", input: 1), allowZero = try a.int("allowzero", 0) != 0
             return { inputs in
                 guard let s = try shape(inputs) else { throw OpError("reshape needs a shape") }
                 return [try Movement.reshape(try present(inputs, 0), s, allowZero: allowZero)]
-            }
-        case "transpose":
-            let perm = try a.ints("perm")
-            return { inputs in
-                let x = try present(inputs, 0)
-                return [try Movement.transpose(x, perm ?? Array((0 ..< x.rank).reversed()))]
             }
         case "flatten":
             let axis = try a.int("axis", 1)
@@ -49,6 +72,34 @@ enum MovementKernels {
                 guard set.count == list.count else { throw OpError("unsqueeze axes repeat") }
                 var source = x.shape.makeIterator()
                 return [x.reshaped((0 ..< rank).map { set.contains($0) ? 1 : source.next()! })]
+            }
+        case "expand":
+            let shape = try KernelTable.intsParameter(op, "shape", input: 1)
+            return { inputs in
+                guard let s = try shape(inputs) else { throw OpError("expand needs a shape") }
+                return [try Movement.expand(try present(inputs, 0), s)]
+            }
+        case "tile":
+            let repeats = try KernelTable.intsParameter(op, "repeats", input: 1)
+            return { inputs in
+                guard let r = try repeats(inputs) else { throw OpError("tile needs repeats") }
+                return [try Movement.tile(try present(inputs, 0), r)]
+            }
+        default:
+            return nil
+        }
+    }
+
+    /// Kernels of the ops that move elements: transposes, concatenation and splits, slices, gathers and
+    /// scatters, padding, resizing, blocks to and from depth, and triangles; `nil` for other ops.
+    static func rearrangingKernel(for op: Operation) throws -> Kernel? {
+        let a = op.attributes
+        switch op.opType {
+        case "transpose":
+            let perm = try a.ints("perm")
+            return { inputs in
+                let x = try present(inputs, 0)
+                return [try Movement.transpose(x, perm ?? Array((0 ..< x.rank).reversed()))]
             }
         case "concat":
             let axis = try a.int("axis", 0)
@@ -91,18 +142,6 @@ enum MovementKernels {
         case "scatter_nd":
             let reduction = try a.string("reduction", "none")
             return { inputs in [try Movement.scatterND(try present(inputs, 0), try present(inputs, 1), try present(inputs, 2), reduction: reduction)] }
-        case "expand":
-            let shape = try KernelTable.intsParameter(op, "shape", input: 1)
-            return { inputs in
-                guard let s = try shape(inputs) else { throw OpError("expand needs a shape") }
-                return [try Movement.expand(try present(inputs, 0), s)]
-            }
-        case "tile":
-            let repeats = try KernelTable.intsParameter(op, "repeats", input: 1)
-            return { inputs in
-                guard let r = try repeats(inputs) else { throw OpError("tile needs repeats") }
-                return [try Movement.tile(try present(inputs, 0), r)]
-            }
         case "pad":
             let pads = try KernelTable.intsParameter(op, "pads", input: 1), axes = try KernelTable.intsParameter(op, "axes", input: 3)
             let mode = try a.string("mode", "constant")
@@ -132,28 +171,19 @@ enum MovementKernels {
         case "space_to_depth":
             let b = try a.int("blocksize", 1), crd = try a.string("mode", "DCR") == "CRD"
             return { inputs in [try Movement.spaceToDepth(try present(inputs, 0), blocksize: b, crd: crd)] }
-        case "shape":
-            let start = try a.int("start", 0), end = a["end"] != nil ? try a.int("end", 0) : nil
+        case "trilu":
+            let upper = try a.int("upper", 1) != 0, fixedK = a["k"] != nil ? try a.int("k", 0) : nil
             return { inputs in
                 let x = try present(inputs, 0)
-                let clamp = { (v: Int) in min(max(v < 0 ? v + x.rank : v, 0), x.rank) }
-                let s = clamp(start), e = clamp(end ?? x.rank)
-                return [NDArray.int64(Array(x.shape[s ..< max(s, e)]))]
+                var k = fixedK ?? 0
+                if fixedK == nil, inputs.count > 1, let t = inputs[1] {
+                    guard t.elementCount == 1 else { throw OpError("trilu's k must hold one value") }
+                    k = try t.intValues()[0]
+                }
+                return [try Movement.trilu(x, upper: upper, k: k)]
             }
-        case "size": return { inputs in [NDArray(scalar: Int64(try present(inputs, 0).elementCount))] }
-        case "constant_of_shape":
-            var literal: TensorLiteral?
-            if case .tensor(let t)? = a["value"] { literal = t }
-            let shape = try KernelTable.intsParameter(op, "shape", input: 0)
-            let value = literal
-            return { inputs in
-                guard let s = try shape(inputs) else { throw OpError("constant_of_shape needs a shape") }
-                return [try Movement.constantOfShape(s, value: value)]
-            }
-        case "range":
-            return { inputs in [try Movement.range(try present(inputs, 0), try present(inputs, 1), try present(inputs, 2))] }
         default:
-            throw OpError("the reference interpreter has no kernel for '\(op.opType)'")
+            return nil
         }
     }
 }
