@@ -412,6 +412,96 @@ void   kiln__compiled__step__free_unpacked
   assert(message->base.descriptor == &kiln__compiled__step__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kiln__compiled__step_config__init
+                     (Kiln__Compiled__StepConfig         *message)
+{
+  static const Kiln__Compiled__StepConfig init_value = KILN__COMPILED__STEP_CONFIG__INIT;
+  *message = init_value;
+}
+size_t kiln__compiled__step_config__get_packed_size
+                     (const Kiln__Compiled__StepConfig *message)
+{
+  assert(message->base.descriptor == &kiln__compiled__step_config__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kiln__compiled__step_config__pack
+                     (const Kiln__Compiled__StepConfig *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kiln__compiled__step_config__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kiln__compiled__step_config__pack_to_buffer
+                     (const Kiln__Compiled__StepConfig *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kiln__compiled__step_config__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kiln__Compiled__StepConfig *
+       kiln__compiled__step_config__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kiln__Compiled__StepConfig *)
+     protobuf_c_message_unpack (&kiln__compiled__step_config__descriptor,
+                                allocator, len, data);
+}
+void   kiln__compiled__step_config__free_unpacked
+                     (Kiln__Compiled__StepConfig *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kiln__compiled__step_config__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kiln__compiled__fused_activation__init
+                     (Kiln__Compiled__FusedActivation         *message)
+{
+  static const Kiln__Compiled__FusedActivation init_value = KILN__COMPILED__FUSED_ACTIVATION__INIT;
+  *message = init_value;
+}
+size_t kiln__compiled__fused_activation__get_packed_size
+                     (const Kiln__Compiled__FusedActivation *message)
+{
+  assert(message->base.descriptor == &kiln__compiled__fused_activation__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kiln__compiled__fused_activation__pack
+                     (const Kiln__Compiled__FusedActivation *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kiln__compiled__fused_activation__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kiln__compiled__fused_activation__pack_to_buffer
+                     (const Kiln__Compiled__FusedActivation *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kiln__compiled__fused_activation__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kiln__Compiled__FusedActivation *
+       kiln__compiled__fused_activation__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kiln__Compiled__FusedActivation *)
+     protobuf_c_message_unpack (&kiln__compiled__fused_activation__descriptor,
+                                allocator, len, data);
+}
+void   kiln__compiled__fused_activation__free_unpacked
+                     (Kiln__Compiled__FusedActivation *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kiln__compiled__fused_activation__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   kiln__compiled__lifetime__init
                      (Kiln__Compiled__Lifetime         *message)
 {
@@ -1112,7 +1202,7 @@ const ProtobufCMessageDescriptor kiln__compiled__weight_slot__descriptor =
   (ProtobufCMessageInit) kiln__compiled__weight_slot__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kiln__compiled__step__field_descriptors[3] =
+static const ProtobufCFieldDescriptor kiln__compiled__step__field_descriptors[4] =
 {
   {
     "kernel",
@@ -1150,8 +1240,21 @@ static const ProtobufCFieldDescriptor kiln__compiled__step__field_descriptors[3]
     0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "config",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__Step, config),
+    &kiln__compiled__step_config__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kiln__compiled__step__field_indices_by_name[] = {
+  3,   /* field[3] = config */
   1,   /* field[1] = inputs */
   0,   /* field[0] = kernel */
   2,   /* field[2] = outputs */
@@ -1159,7 +1262,7 @@ static const unsigned kiln__compiled__step__field_indices_by_name[] = {
 static const ProtobufCIntRange kiln__compiled__step__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor kiln__compiled__step__descriptor =
 {
@@ -1169,11 +1272,152 @@ const ProtobufCMessageDescriptor kiln__compiled__step__descriptor =
   "Kiln__Compiled__Step",
   "kiln.compiled",
   sizeof(Kiln__Compiled__Step),
-  3,
+  4,
   kiln__compiled__step__field_descriptors,
   kiln__compiled__step__field_indices_by_name,
   1,  kiln__compiled__step__number_ranges,
   (ProtobufCMessageInit) kiln__compiled__step__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kiln__compiled__step_config__field_descriptors[4] =
+{
+  {
+    "layout",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__StepConfig, layout),
+    &kiln__compiled__tensor_layout__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "activation",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__StepConfig, activation),
+    &kiln__compiled__fused_activation__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "weight_layout",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__StepConfig, weight_layout),
+    &kiln__compiled__weight_layout__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "window",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT32,
+    offsetof(Kiln__Compiled__StepConfig, n_window),
+    offsetof(Kiln__Compiled__StepConfig, window),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kiln__compiled__step_config__field_indices_by_name[] = {
+  1,   /* field[1] = activation */
+  0,   /* field[0] = layout */
+  2,   /* field[2] = weight_layout */
+  3,   /* field[3] = window */
+};
+static const ProtobufCIntRange kiln__compiled__step_config__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor kiln__compiled__step_config__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kiln.compiled.StepConfig",
+  "StepConfig",
+  "Kiln__Compiled__StepConfig",
+  "kiln.compiled",
+  sizeof(Kiln__Compiled__StepConfig),
+  4,
+  kiln__compiled__step_config__field_descriptors,
+  kiln__compiled__step_config__field_indices_by_name,
+  1,  kiln__compiled__step_config__number_ranges,
+  (ProtobufCMessageInit) kiln__compiled__step_config__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kiln__compiled__fused_activation__field_descriptors[3] =
+{
+  {
+    "function",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__FusedActivation, function),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "alpha",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FLOAT,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__FusedActivation, alpha),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "beta",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_FLOAT,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__Compiled__FusedActivation, beta),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kiln__compiled__fused_activation__field_indices_by_name[] = {
+  1,   /* field[1] = alpha */
+  2,   /* field[2] = beta */
+  0,   /* field[0] = function */
+};
+static const ProtobufCIntRange kiln__compiled__fused_activation__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor kiln__compiled__fused_activation__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kiln.compiled.FusedActivation",
+  "FusedActivation",
+  "Kiln__Compiled__FusedActivation",
+  "kiln.compiled",
+  sizeof(Kiln__Compiled__FusedActivation),
+  3,
+  kiln__compiled__fused_activation__field_descriptors,
+  kiln__compiled__fused_activation__field_indices_by_name,
+  1,  kiln__compiled__fused_activation__number_ranges,
+  (ProtobufCMessageInit) kiln__compiled__fused_activation__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor kiln__compiled__lifetime__field_descriptors[3] =
@@ -1239,4 +1483,76 @@ const ProtobufCMessageDescriptor kiln__compiled__lifetime__descriptor =
   1,  kiln__compiled__lifetime__number_ranges,
   (ProtobufCMessageInit) kiln__compiled__lifetime__init,
   NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCEnumValue kiln__compiled__tensor_layout__enum_values_by_number[3] =
+{
+  { "TENSOR_LAYOUT_CHANNELS_FIRST", "KILN__COMPILED__TENSOR_LAYOUT__TENSOR_LAYOUT_CHANNELS_FIRST", 0 },
+  { "TENSOR_LAYOUT_CHANNELS_LAST", "KILN__COMPILED__TENSOR_LAYOUT__TENSOR_LAYOUT_CHANNELS_LAST", 1 },
+  { "TENSOR_LAYOUT_PLANES_TO_CHANNELS_LAST", "KILN__COMPILED__TENSOR_LAYOUT__TENSOR_LAYOUT_PLANES_TO_CHANNELS_LAST", 2 },
+};
+static const ProtobufCIntRange kiln__compiled__tensor_layout__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex kiln__compiled__tensor_layout__enum_values_by_name[3] =
+{
+  { "TENSOR_LAYOUT_CHANNELS_FIRST", 0 },
+  { "TENSOR_LAYOUT_CHANNELS_LAST", 1 },
+  { "TENSOR_LAYOUT_PLANES_TO_CHANNELS_LAST", 2 },
+};
+const ProtobufCEnumDescriptor kiln__compiled__tensor_layout__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "kiln.compiled.TensorLayout",
+  "TensorLayout",
+  "Kiln__Compiled__TensorLayout",
+  "kiln.compiled",
+  3,
+  kiln__compiled__tensor_layout__enum_values_by_number,
+  3,
+  kiln__compiled__tensor_layout__enum_values_by_name,
+  1,
+  kiln__compiled__tensor_layout__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue kiln__compiled__weight_layout__enum_values_by_number[9] =
+{
+  { "WEIGHT_LAYOUT_AS_STORED", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_AS_STORED", 0 },
+  { "WEIGHT_LAYOUT_PANELS", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_PANELS", 1 },
+  { "WEIGHT_LAYOUT_TRANSPOSED_PANELS", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_TRANSPOSED_PANELS", 2 },
+  { "WEIGHT_LAYOUT_CHANNELS_LAST_ROWS", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_CHANNELS_LAST_ROWS", 3 },
+  { "WEIGHT_LAYOUT_CHANNELS_FIRST_ROWS", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_CHANNELS_FIRST_ROWS", 4 },
+  { "WEIGHT_LAYOUT_GROUP_PANELS", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_GROUP_PANELS", 5 },
+  { "WEIGHT_LAYOUT_WINOGRAD", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_WINOGRAD", 6 },
+  { "WEIGHT_LAYOUT_TAPS", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_TAPS", 7 },
+  { "WEIGHT_LAYOUT_ROW_TILES", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_ROW_TILES", 8 },
+};
+static const ProtobufCIntRange kiln__compiled__weight_layout__value_ranges[] = {
+{0, 0},{0, 9}
+};
+static const ProtobufCEnumValueIndex kiln__compiled__weight_layout__enum_values_by_name[9] =
+{
+  { "WEIGHT_LAYOUT_AS_STORED", 0 },
+  { "WEIGHT_LAYOUT_CHANNELS_FIRST_ROWS", 4 },
+  { "WEIGHT_LAYOUT_CHANNELS_LAST_ROWS", 3 },
+  { "WEIGHT_LAYOUT_GROUP_PANELS", 5 },
+  { "WEIGHT_LAYOUT_PANELS", 1 },
+  { "WEIGHT_LAYOUT_ROW_TILES", 8 },
+  { "WEIGHT_LAYOUT_TAPS", 7 },
+  { "WEIGHT_LAYOUT_TRANSPOSED_PANELS", 2 },
+  { "WEIGHT_LAYOUT_WINOGRAD", 6 },
+};
+const ProtobufCEnumDescriptor kiln__compiled__weight_layout__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "kiln.compiled.WeightLayout",
+  "WeightLayout",
+  "Kiln__Compiled__WeightLayout",
+  "kiln.compiled",
+  9,
+  kiln__compiled__weight_layout__enum_values_by_number,
+  9,
+  kiln__compiled__weight_layout__enum_values_by_name,
+  1,
+  kiln__compiled__weight_layout__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

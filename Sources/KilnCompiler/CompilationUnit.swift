@@ -10,6 +10,29 @@ public struct CompilationUnit: Sendable {
     public let arch: Architecture
     /// Kernel name of every operation, per function (set by ``Lowering``).
     public var kernels: [String: [KernelID]] = [:]
+    /// What passes chose for an op beyond its portable form (layout, fused activation, packed
+    /// weight), per function and op name; an op without an entry runs as the op set defines it.
+    public var configs: [String: [String: StepConfig]] = [:]
+
+    /// The configuration chosen for `op` of function `function`.
+    /// - Parameters:
+    ///   - op: An operation of the function.
+    ///   - function: The function's name.
+    /// - Returns: Its configuration (``StepConfig/portable`` when no pass chose one).
+    public func config(of op: Operation, in function: String) -> StepConfig {
+        configs[function]?[op.name] ?? .portable
+    }
+
+    /// Changes the configuration of `op` of function `function`.
+    /// - Parameters:
+    ///   - op: An operation of the function.
+    ///   - function: The function's name.
+    ///   - change: Edits the configuration.
+    public mutating func configure(_ op: Operation, in function: String, _ change: (inout StepConfig) -> Void) {
+        var c = config(of: op, in: function)
+        change(&c)
+        configs[function, default: [:]][op.name] = c.isPortable ? nil : c
+    }
 
     /// Wraps a model for compiling.
     /// - Parameters:

@@ -57,7 +57,7 @@ public enum Compiler {
         guard unknown.isEmpty else { throw CompileError("unknown pass \(unknown.map { "'\($0)'" }.joined(separator: ", ")); passes: \(passes.keys.sorted().joined(separator: ", "))") }
         guard options.pipeline.last == Lowering.name else { throw CompileError("a pipeline must end with '\(Lowering.name)'") }
         guard options.minimumRuntime >= CompiledFormat.oldestCompatibleRuntime else {
-            throw CompileError("minimum runtime version must be at least \(CompiledFormat.oldestCompatibleRuntime): older runtimes lack the kernel catalog")
+            throw CompileError("minimum runtime version must be at least \(CompiledFormat.oldestCompatibleRuntime): older runtimes cannot read this compiler's plans (format \(CompiledFormat.currentVersion))")
         }
         var unit = CompilationUnit(model: model, arch: options.arch)
         for name in options.pipeline { try passes[name]!.apply(to: &unit) }

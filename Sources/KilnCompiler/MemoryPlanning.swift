@@ -33,7 +33,8 @@ enum MemoryPlanning {
                 }
                 let outputs = op.outputs.map { slot($0.name) }
                 for s in outputs { first[s] = i; last[s] = i }
-                steps.append(CompiledPlan.Step(kernel: kernels[i].description, inputs: inputs, outputs: outputs))
+                steps.append(CompiledPlan.Step(kernel: kernels[i].description, inputs: inputs, outputs: outputs,
+                                               config: unit.config(of: op, in: f.name)))
             }
             var outputSlots: [Int] = []
             for out in f.outputs {

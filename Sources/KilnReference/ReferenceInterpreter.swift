@@ -24,12 +24,17 @@ public final class ReferenceInterpreter: SubgraphRunner, Sendable {
     private let inputSlots: [Int]
     private let outputSlots: [Int]
 
+    /// Prepares one op of the function: the kernel that runs it.
+    public typealias StepMaker = (Operation) throws -> @Sendable ([NDArray?]) throws -> [NDArray]
+
     /// Plans `function` of `model`.
     /// - Parameters:
-    ///   - model: A validated portable model.
+    ///   - model: A validated portable model, or a compiler's lowered model when `prepare` is given.
     ///   - name: The function to run.
+    ///   - prepare: Makes each op's kernel (default: the op set's reference kernel). A compiled
+    ///     plan's reference runs a step's op as its step config says (layout, fused epilogue).
     /// - Throws: ``InferenceError`` when the function is absent or an op has no kernel.
-    public init(model: PortableModel, function name: String) throws {
+    public init(model: PortableModel, function name: String, prepare: StepMaker? = nil) throws {
         guard let f = model.function(named: name) else {
             throw InferenceError(function: name, reason: "no such function; the model has \(model.functions.map { "'\($0.name)'" }.joined(separator: ", "))")
         }
@@ -63,7 +68,7 @@ public final class ReferenceInterpreter: SubgraphRunner, Sendable {
             }
             let kernel: Kernel
             do {
-                kernel = try KernelTable.kernel(for: op)
+                kernel = try prepare?(op) ?? KernelTable.kernel(for: op)
             } catch let e as OpError {
                 throw InferenceError(function: name, op: op.name, reason: e.reason)
             }

@@ -9,8 +9,8 @@ enum ArtifactInspection {
         var outputs: [Argument]
         var kernels: [(String, Int)]
         var steps: Int
-        /// Each step's op name, op type and kernel, in plan order.
-        var stepKernels: [(op: String, opType: String, kernel: String)]
+        /// Each step's op name, op type, kernel and config, in plan order.
+        var stepKernels: [(op: String, opType: String, kernel: String, config: StepConfig)]
         /// Peak bytes of live op results, every symbolic dim taken as 1.
         var arenaBytes: Int
         var symbols: [String]
@@ -39,7 +39,7 @@ enum ArtifactInspection {
             }
             return FunctionSummary(name: f.name, inputs: f.inputs, outputs: f.outputs,
                                    kernels: counts.sorted { ($0.value, $1.key) > ($1.value, $0.key) }, steps: plan.steps.count,
-                                   stepKernels: zip(f.operations, plan.steps).map { ($0.name, $0.opType, $1.kernel) },
+                                   stepKernels: zip(f.operations, plan.steps).map { ($0.name, $0.opType, $1.kernel, $1.config) },
                                    arenaBytes: peak, symbols: symbols.sorted())
         }
     }
@@ -100,7 +100,8 @@ enum ArtifactInspection {
                     ("steps", .int(f.steps)),
                     ("kernels", .array(f.kernels.map { .object([("kernel", .string($0.0)), ("count", .int($0.1))]) })),
                     ("stepKernels", .array(f.stepKernels.map {
-                        .object([("op", .string($0.op)), ("opType", .string($0.opType)), ("kernel", .string($0.kernel))])
+                        .object([("op", .string($0.op)), ("opType", .string($0.opType)), ("kernel", .string($0.kernel))]
+                            + ($0.config.isPortable ? [] : [("config", .string($0.config.description))]))
                     })),
                     ("arenaBytes", .int(f.arenaBytes)), ("arenaSymbolsTakenAsOne", .array(f.symbols.map { .string($0) })),
                 ])

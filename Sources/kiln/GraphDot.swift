@@ -12,6 +12,8 @@ struct GraphDot {
     var weights: [String: Weight]
     /// The kernel of each op (artifacts), in op order.
     var kernels: [String]?
+    /// The step config of each op (artifacts), in op order.
+    var configs: [StepConfig]? = nil
     var title: String
     var depth = 8
     var collapse = true
@@ -149,21 +151,16 @@ struct GraphDot {
         for name in c.order { findRepeats(c.children[name]!, into: &repeats) }
     }
 
-    /// An op's box: type, last name segment, the artifact's kernel and the fused `kiln.` attributes.
+    /// An op's box: type, last name segment, the artifact's kernel and what its step config adds
+    /// (layout, fused activation).
     func opLabel(_ i: Int) -> String {
         let op = function.operations[i]
         var lines = [op.opType, op.name.split(separator: "/").last.map(String.init) ?? op.name]
         if let kernels, i < kernels.count { lines.append("[\(kernels[i])]") }
-        let fused = op.attributes.keys.filter { $0.hasPrefix("kiln.") }.sorted()
-        for key in fused {
-            let value: String
-            switch op.attributes[key] {
-            case .string(let v)?: value = " \(v)"
-            case .int(let v)?: value = "=\(v)"
-            case .float(let v)?: value = "=\(String(format: "%g", v))"
-            default: value = ""
-            }
-            lines.append("+ \(key.dropFirst(5))\(value)")
+        if let configs, i < configs.count {
+            let c = configs[i]
+            if c.layout != .channelsFirst { lines.append("+ layout \(StepConfig(layout: c.layout))") }
+            if let a = c.activation { lines.append("+ activation \(StepConfig(activation: a))") }
         }
         return lines.joined(separator: "\n")
     }
@@ -232,10 +229,11 @@ extension InspectCommand {
         let report = try ModelReport.make(path, model: args.value("--model"), keys: keys)
         let functionName = args.value("--function")
         let model: PortableModel
-        var kernels: [[String]]?
+        var kernels: [[String]]?, configs: [[StepConfig]]?
         if let a = report.artifact {
             model = a.plan.model
             kernels = a.plan.functions.map { $0.steps.map(\.kernel) }
+            configs = a.plan.functions.map { $0.steps.map(\.config) }
         } else {
             // The report of a package holds its functions; read the package for the weights.
             var base = report.path
@@ -255,7 +253,7 @@ extension InspectCommand {
         let f = model.functions[index]
         let arch = report.artifact.map { " (\($0.header.arch))" } ?? ""
         let graph = GraphDot(function: f, weights: Dictionary(model.weights.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a }),
-                             kernels: kernels?[index], title: "\(report.name) — \(f.name)\(arch)", depth: depth,
+                             kernels: kernels?[index], configs: configs?[index], title: "\(report.name) — \(f.name)\(arch)", depth: depth,
                              collapse: !args.has("--no-collapse"))
         let dot = graph.render()
         if args.has("--dot") { Console.out(dot) }

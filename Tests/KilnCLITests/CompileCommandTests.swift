@@ -21,8 +21,8 @@ final class CompileCommandTests: XCTestCase {
             let bytes = try fileBytes(file)
             XCTAssertEqual(a["bytes"] as? Int, bytes.count)
             XCTAssertEqual(a["sha256"] as? String, bytes.withUnsafeBytes { SHA256.hex(SHA256.hash($0)) })
-            XCTAssertEqual(a["formatVersion"] as? Int, 5)
-            XCTAssertEqual(a["minimumRuntimeVersion"] as? String, "0.5")
+            XCTAssertEqual(a["formatVersion"] as? Int, 6)
+            XCTAssertEqual(a["minimumRuntimeVersion"] as? String, "0.6")
             XCTAssertEqual((a["sourceDigest"] as? String)?.count, 64)
         }
         // Byte-identical on a second run.
@@ -33,7 +33,7 @@ final class CompileCommandTests: XCTestCase {
 
     func testHostArtifactRunsAndInspects() throws {
         let dir = try temporaryDirectory(self)
-        let r = try kiln(["compile", encoder, "--arch", "host", "--min-runtime-version", "0.5", "-o", dir])
+        let r = try kiln(["compile", encoder, "--arch", "host", "--min-runtime-version", "0.6", "-o", dir])
         XCTAssertEqual(r.status, 0, r.stderr)
         let file = try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasSuffix(".compiled") }!
         XCTAssertTrue(file.hasPrefix("TinyEncoder.x86_64") || file.hasPrefix("TinyEncoder.arm64"), file)

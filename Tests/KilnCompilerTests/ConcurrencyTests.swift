@@ -93,7 +93,7 @@ final class FuzzArtifactRegressionTests: XCTestCase {
                         "dense_weight_of_a_storage_type.x86_64.compiled": "weight 'go'.dense: blob is int4[], weight is bool[]: a dense blob holds whole-byte elements",
                         "gru_weights_not_float32.x86_64.compiled": "R must be float32, got bool",
                         "input_of_a_storage_type.x86_64.compiled": "is a weight storage type, not a tensor type",
-                        "pool_not_channels_last.x86_64.compiled": "a channels-last pool needs channels_last = 1",
+                        "pool_not_channels_last.x86_64.compiled": "the step's config (portable: channels-first, no epilogue, weight as stored) does not fit kernel f32_pool2d_nhwc__scalar",
                         "quantize_zero_point_mismatch.x86_64.compiled": "zero point [2, 2] does not match scale [2, 3, 2]",
                         "step_with_fewer_inputs.x86_64.compiled": "steps[0]: 0 inputs for the op's 3",
                         "top_k_of_a_scalar.x86_64.compiled": "axis 0 is out of range for rank 0"]

@@ -25,11 +25,70 @@ typedef struct Kiln__Compiled__WeightSummary Kiln__Compiled__WeightSummary;
 typedef struct Kiln__Compiled__FunctionPlan Kiln__Compiled__FunctionPlan;
 typedef struct Kiln__Compiled__WeightSlot Kiln__Compiled__WeightSlot;
 typedef struct Kiln__Compiled__Step Kiln__Compiled__Step;
+typedef struct Kiln__Compiled__StepConfig Kiln__Compiled__StepConfig;
+typedef struct Kiln__Compiled__FusedActivation Kiln__Compiled__FusedActivation;
 typedef struct Kiln__Compiled__Lifetime Kiln__Compiled__Lifetime;
 
 
 /* --- enums --- */
 
+/*
+ * Where a convolution or pool keeps channels.
+ */
+typedef enum _Kiln__Compiled__TensorLayout {
+  /*
+   * [N, C, ...spatial], the portable op's layout.
+   */
+  KILN__COMPILED__TENSOR_LAYOUT__TENSOR_LAYOUT_CHANNELS_FIRST = 0,
+  /*
+   * [N, ...spatial, C] in and out.
+   */
+  KILN__COMPILED__TENSOR_LAYOUT__TENSOR_LAYOUT_CHANNELS_LAST = 1,
+  /*
+   * Reads [N, C, ...spatial] planes, writes [N, ...spatial, C] (a network's first convolution).
+   */
+  KILN__COMPILED__TENSOR_LAYOUT__TENSOR_LAYOUT_PLANES_TO_CHANNELS_LAST = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KILN__COMPILED__TENSOR_LAYOUT)
+} Kiln__Compiled__TensorLayout;
+/*
+ * The layout of a GEMM or convolution weight after packing (specs/compiled-format.md, Plan).
+ */
+typedef enum _Kiln__Compiled__WeightLayout {
+  KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_AS_STORED = 0,
+  /*
+   * B = W [K, N] (matmul) in panels of the tile's NR columns.
+   */
+  KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_PANELS = 1,
+  /*
+   * B = W^T of a linear weight [N, K], in panels.
+   */
+  KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_TRANSPOSED_PANELS = 2,
+  /*
+   * A convolution's im2col rows in (ky, kx, c) order, in panels (channels-last input).
+   */
+  KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_CHANNELS_LAST_ROWS = 3,
+  /*
+   * A convolution's im2col rows in (c, ky, kx) order, in panels.
+   */
+  KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_CHANNELS_FIRST_ROWS = 4,
+  /*
+   * Per group the channels-last B: blob [groups, panels, K, NR].
+   */
+  KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_GROUP_PANELS = 5,
+  /*
+   * Winograd F(2x2, 3x3) transforms: blob [16, panels, C, NR].
+   */
+  KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_WINOGRAD = 6,
+  /*
+   * Depthwise taps: blob [kh, kw, C].
+   */
+  KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_TAPS = 7,
+  /*
+   * A channels-first convolution's A operand in row tiles: blob [groups, tiles, K, MR].
+   */
+  KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_ROW_TILES = 8
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KILN__COMPILED__WEIGHT_LAYOUT)
+} Kiln__Compiled__WeightLayout;
 
 /* --- messages --- */
 
@@ -203,10 +262,56 @@ struct  Kiln__Compiled__Step
   int32_t *inputs;
   size_t n_outputs;
   int32_t *outputs;
+  /*
+   * What the compiler chose for the step beyond its portable op (format 6): absent when
+   * every field has its default (channels-first, no fused activation, weight as stored).
+   */
+  Kiln__Compiled__StepConfig *config;
 };
 #define KILN__COMPILED__STEP__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kiln__compiled__step__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL }
+    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, NULL }
+
+
+/*
+ * A lowered step's layout, fused epilogue and packed-weight layout (specs/compiled-format.md).
+ */
+struct  Kiln__Compiled__StepConfig
+{
+  ProtobufCMessage base;
+  Kiln__Compiled__TensorLayout layout;
+  /*
+   * The activation applied in the epilogue; absent when none is fused.
+   */
+  Kiln__Compiled__FusedActivation *activation;
+  /*
+   * How input 1, a weight, was laid out by the compiler.
+   */
+  Kiln__Compiled__WeightLayout weight_layout;
+  /*
+   * The spatial window ([kh, kw]) of a convolution whose packed weight no longer shows it.
+   */
+  size_t n_window;
+  uint32_t *window;
+};
+#define KILN__COMPILED__STEP_CONFIG__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kiln__compiled__step_config__descriptor) \
+    , KILN__COMPILED__TENSOR_LAYOUT__TENSOR_LAYOUT_CHANNELS_FIRST, NULL, KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_AS_STORED, 0,NULL }
+
+
+/*
+ * An activation of the kernel library's unary list, with its parameters.
+ */
+struct  Kiln__Compiled__FusedActivation
+{
+  ProtobufCMessage base;
+  char *function;
+  float alpha;
+  float beta;
+};
+#define KILN__COMPILED__FUSED_ACTIVATION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kiln__compiled__fused_activation__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Kiln__Compiled__Lifetime
@@ -392,6 +497,44 @@ Kiln__Compiled__Step *
 void   kiln__compiled__step__free_unpacked
                      (Kiln__Compiled__Step *message,
                       ProtobufCAllocator *allocator);
+/* Kiln__Compiled__StepConfig methods */
+void   kiln__compiled__step_config__init
+                     (Kiln__Compiled__StepConfig         *message);
+size_t kiln__compiled__step_config__get_packed_size
+                     (const Kiln__Compiled__StepConfig   *message);
+size_t kiln__compiled__step_config__pack
+                     (const Kiln__Compiled__StepConfig   *message,
+                      uint8_t             *out);
+size_t kiln__compiled__step_config__pack_to_buffer
+                     (const Kiln__Compiled__StepConfig   *message,
+                      ProtobufCBuffer     *buffer);
+Kiln__Compiled__StepConfig *
+       kiln__compiled__step_config__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kiln__compiled__step_config__free_unpacked
+                     (Kiln__Compiled__StepConfig *message,
+                      ProtobufCAllocator *allocator);
+/* Kiln__Compiled__FusedActivation methods */
+void   kiln__compiled__fused_activation__init
+                     (Kiln__Compiled__FusedActivation         *message);
+size_t kiln__compiled__fused_activation__get_packed_size
+                     (const Kiln__Compiled__FusedActivation   *message);
+size_t kiln__compiled__fused_activation__pack
+                     (const Kiln__Compiled__FusedActivation   *message,
+                      uint8_t             *out);
+size_t kiln__compiled__fused_activation__pack_to_buffer
+                     (const Kiln__Compiled__FusedActivation   *message,
+                      ProtobufCBuffer     *buffer);
+Kiln__Compiled__FusedActivation *
+       kiln__compiled__fused_activation__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kiln__compiled__fused_activation__free_unpacked
+                     (Kiln__Compiled__FusedActivation *message,
+                      ProtobufCAllocator *allocator);
 /* Kiln__Compiled__Lifetime methods */
 void   kiln__compiled__lifetime__init
                      (Kiln__Compiled__Lifetime         *message);
@@ -440,6 +583,12 @@ typedef void (*Kiln__Compiled__WeightSlot_Closure)
 typedef void (*Kiln__Compiled__Step_Closure)
                  (const Kiln__Compiled__Step *message,
                   void *closure_data);
+typedef void (*Kiln__Compiled__StepConfig_Closure)
+                 (const Kiln__Compiled__StepConfig *message,
+                  void *closure_data);
+typedef void (*Kiln__Compiled__FusedActivation_Closure)
+                 (const Kiln__Compiled__FusedActivation *message,
+                  void *closure_data);
 typedef void (*Kiln__Compiled__Lifetime_Closure)
                  (const Kiln__Compiled__Lifetime *message,
                   void *closure_data);
@@ -449,6 +598,8 @@ typedef void (*Kiln__Compiled__Lifetime_Closure)
 
 /* --- descriptors --- */
 
+extern const ProtobufCEnumDescriptor    kiln__compiled__tensor_layout__descriptor;
+extern const ProtobufCEnumDescriptor    kiln__compiled__weight_layout__descriptor;
 extern const ProtobufCMessageDescriptor kiln__compiled__plan__descriptor;
 extern const ProtobufCMessageDescriptor kiln__compiled__source_summary__descriptor;
 extern const ProtobufCMessageDescriptor kiln__compiled__storage_summary__descriptor;
@@ -458,6 +609,8 @@ extern const ProtobufCMessageDescriptor kiln__compiled__weight_summary__descript
 extern const ProtobufCMessageDescriptor kiln__compiled__function_plan__descriptor;
 extern const ProtobufCMessageDescriptor kiln__compiled__weight_slot__descriptor;
 extern const ProtobufCMessageDescriptor kiln__compiled__step__descriptor;
+extern const ProtobufCMessageDescriptor kiln__compiled__step_config__descriptor;
+extern const ProtobufCMessageDescriptor kiln__compiled__fused_activation__descriptor;
 extern const ProtobufCMessageDescriptor kiln__compiled__lifetime__descriptor;
 
 PROTOBUF_C__END_DECLS

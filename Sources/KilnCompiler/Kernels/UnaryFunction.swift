@@ -4,7 +4,7 @@ import KilnFormat
 /// A float32 function of CKilnKernels' kiln_unary.inc, which `f32_unary` kernels run and GEMM
 /// and convolution epilogues apply. Which op computes which function, with which parameters,
 /// and which functions fuse, is the op registry's (``UnaryMap``); the C list only gives each name
-/// its code. The name is the one stored in a fused op's `kiln.activation` attribute.
+/// its code. The name is the one a step config's fused activation stores.
 public struct UnaryFunction: Sendable, Hashable, CustomStringConvertible {
     /// The name in kiln_unary.inc.
     public let name: String
@@ -65,22 +65,18 @@ public struct UnaryFunction: Sendable, Hashable, CustomStringConvertible {
         return Application(function: f, alpha: Float(call.alpha), beta: Float(call.beta))
     }
 
-    /// The epilogue activation recorded on a fused op (`kiln.activation`, `kiln.alpha`, `kiln.beta`).
-    /// - Parameter op: A lowered op.
+    /// The epilogue activation of a lowered step.
+    /// - Parameter config: The step's configuration.
     /// - Returns: The activation, or `nil` when none is fused.
-    /// - Throws: ``OpError`` for an unknown activation name.
-    public static func fused(in op: Operation) throws -> Application? {
-        let name = try op.attributes.string("kiln.activation", "")
-        if name.isEmpty { return nil }
-        guard let f = UnaryFunction(named: name), f.isActivation else { throw OpError("unknown fused activation '\(name)'") }
-        return Application(function: f, alpha: Float(try op.attributes.float("kiln.alpha", 0)),
-                           beta: Float(try op.attributes.float("kiln.beta", 0)))
+    /// - Throws: ``OpError`` for a function that is not an activation of this build.
+    public static func fused(in config: StepConfig) throws -> Application? {
+        guard let a = config.activation else { return nil }
+        guard let f = UnaryFunction(named: a.function), f.isActivation else { throw OpError("unknown fused activation '\(a.function)'") }
+        return Application(function: f, alpha: a.alpha, beta: a.beta)
     }
+}
 
-    /// Records `application` on `op` as its fused epilogue activation.
-    static func fuse(_ application: Application, into op: inout Operation) {
-        op.attributes["kiln.activation"] = .string(application.function.name)
-        op.attributes["kiln.alpha"] = .float(Double(application.alpha))
-        op.attributes["kiln.beta"] = .float(Double(application.beta))
-    }
+extension UnaryFunction.Application {
+    /// The application as a step config's fused activation.
+    var fusedActivation: StepConfig.Activation { .init(function: function.name, alpha: alpha, beta: beta) }
 }

@@ -26,7 +26,7 @@ public struct BatchNormFolding: CompilerPass {
                 guard let pi = uses.producer[bn.inputs[0]], uses.isPrivate(bn.inputs[0]) else { continue }
                 let producer = f.operations[pi]
                 guard ["conv", "linear"].contains(producer.opType), producer.inputs.count >= 2,
-                      producer.outputs.count == 1, producer.attributes["kiln.activation"] == nil,
+                      producer.outputs.count == 1, unit.config(of: producer, in: f.name).activation == nil,
                       let w = unit.weight(producer.inputs[1]), w.dtype.isFloatingPoint else { continue }
                 let params = bn.inputs[1...].map { unit.weight($0) }
                 guard params.allSatisfy({ $0 != nil }) else { continue }

@@ -2,13 +2,14 @@ import KilnFormat
 import KilnReference
 
 /// Runs 2-D convolution networks channels-last (`[N, H, W, C]`): convolutions, depthwise
-/// convolutions and pools take `channels_last = 1`, elementwise ops between them follow their
+/// convolutions and pools get the channels-last layout in their step configs (the ops stay
+/// portable; their declared types are the channels-last ones), elementwise ops between them follow their
 /// inputs, and a value is turned back to `[N, C, H, W]` only where an op that needs that order
 /// reads it (or the function returns it). specs/layout.md says why channels-last.
 ///
 /// Before: `a = conv(x, W1); b = hard_swish(a); c = conv(b, W2); d = add(c, a); y = flatten(d)` —
-/// after: `xl = transpose(x, [0,2,3,1]); al = conv(xl, W1, channels_last = 1); bl = hard_swish(al);
-/// cl = conv(bl, W2, channels_last = 1); dl = add(cl, al); d = transpose(dl, [0,3,1,2]); y = flatten(d)`.
+/// after: `xl = transpose(x, [0,2,3,1]); al = conv(xl, W1); bl = hard_swish(al);
+/// cl = conv(bl, W2); dl = add(cl, al); d = transpose(dl, [0,3,1,2]); y = flatten(d)`, both convs channels-last.
 ///
 /// The rewrite is one forward walk in graph order. Each value may have a channels-last twin;
 /// an op is rewritten when its kernel has a channels-last form and its inputs have (or cheaply
@@ -70,6 +71,8 @@ public struct ChannelsLastLayout: CompilerPass {
         var transposedWeights: [String: String] = [:]
         /// Convolutions and pools left channels-first (by name).
         let excluded: Set<String>
+        /// The layout chosen for each rewritten convolution and pool (by name).
+        var layouts: [String: StepConfig.Layout] = [:]
         /// The transpose (source, perm) that made each channels-first value, for composing.
         var transposedFrom: [String: (source: String, perm: [Int])] = [:]
         /// Region of each twin (union-find over op indices of `out`): which channels-last ops are connected.
@@ -173,9 +176,11 @@ public struct ChannelsLastLayout: CompilerPass {
             return name
         }
 
-        /// Emits `op` with its single rank-4 output as a channels-last twin.
-        mutating func emitLast(_ op: Operation, inputs: [String], attributes: [String: AttributeValue]? = nil, opType: String? = nil) {
+        /// Emits `op` with its single rank-4 output as a channels-last twin (a conv or pool with `layout`).
+        mutating func emitLast(_ op: Operation, inputs: [String], attributes: [String: AttributeValue]? = nil, opType: String? = nil,
+                               layout: StepConfig.Layout? = nil) {
             var o = op
+            if let layout { layouts[op.name] = layout }
             o.inputs = inputs
             if let attributes { o.attributes = attributes }
             if let opType { o.opType = opType }
@@ -223,6 +228,7 @@ public struct ChannelsLastLayout: CompilerPass {
                 }
             }
             for a in function.outputs { _ = first(alias[a.value] ?? a.value, for: Operation(opType: "", name: "output", inputs: [], outputs: [])) }
+            for op in out { if let layout = layouts[op.name] { unit.configure(op, in: function.name) { $0.layout = layout } } }
         }
 
         func isFloat4D(_ v: String) -> Bool { types[v].map { $0.rank == 4 && $0.dtype == .float32 } ?? false }
@@ -251,25 +257,21 @@ public struct ChannelsLastLayout: CompilerPass {
             let y = op.outputs[0]
             switch op.opType {
             case "conv":
-                guard isFloat4D(op.inputs[0]), y.type.rank == 4, ChannelsLastLayout.convolutionFits(op, unit) else { return false }
-                var a = op.attributes
+                guard isFloat4D(op.inputs[0]), y.type.rank == 4, unit.config(of: op, in: function.name).layout == .channelsFirst,
+                      ChannelsLastLayout.convolutionFits(op, unit) else { return false }
                 let rest = op.inputs.dropFirst().map { first($0, for: op) }
                 if twin[op.inputs[0]] == nil, ChannelsLastLayout.readsPlanes(op, unit) {
                     // A few channels-first planes (a network's input image): gathered straight into im2col rows.
-                    a["channels_last"] = .int(2)
-                    emitLast(op, inputs: [first(op.inputs[0], for: op)] + rest, attributes: a)
+                    emitLast(op, inputs: [first(op.inputs[0], for: op)] + rest, layout: .planesToChannelsLast)
                     return true
                 }
                 guard let x = last(op.inputs[0], make: true, for: op) else { return false }
-                a["channels_last"] = .int(1)
-                emitLast(op, inputs: [x] + rest, attributes: a)
+                emitLast(op, inputs: [x] + rest, layout: .channelsLast)
                 return true
             case "max_pool", "average_pool":
                 guard isFloat4D(op.inputs[0]), y.type.rank == 4, op.outputs.count == 1, (try? op.attributes.ints("kernel_shape"))??.count == 2,
                       (try? op.attributes.int("storage_order", 0)) == 0, let x = last(op.inputs[0], make: true, for: op) else { return false }
-                var a = op.attributes
-                a["channels_last"] = .int(1)
-                emitLast(op, inputs: [x], attributes: a)
+                emitLast(op, inputs: [x], layout: .channelsLast)
                 return true
             case "global_average_pool", "global_max_pool":
                 guard isFloat4D(op.inputs[0]), let x = last(op.inputs[0], make: false, for: op) else { return false }
@@ -426,7 +428,7 @@ public struct ChannelsLastLayout: CompilerPass {
         return moved == moved.sorted()
     }
 
-    /// Whether a conv reads its channels-first input directly (`channels_last = 2`): one group, a
+    /// Whether a conv reads its channels-first input directly (layout `planesToChannelsLast`): one group, a
     /// window wider than a pixel, and few channels, so that gathering im2col rows from planes costs
     /// less than transposing the input first.
     static func readsPlanes(_ op: Operation, _ unit: CompilationUnit) -> Bool {
@@ -439,7 +441,7 @@ public struct ChannelsLastLayout: CompilerPass {
     /// microkernels) any other group count.
     static func convolutionFits(_ op: Operation, _ unit: CompilationUnit) -> Bool {
         guard op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4,
-              (try? OpSet.channelsLast(op.attributes)) == false, let group = try? op.attributes.int("group", 1) else { return false }
+              let group = try? op.attributes.int("group", 1) else { return false }
         if op.inputs.count > 2, !op.inputs[2].isEmpty, unit.weight(op.inputs[2]) == nil { return false }
         if group == 1 || (group == w.shape[0] && w.shape[1] == 1) { return true }
         // Other group counts: a dense weight, per group an indirect GEMM (where the arch has the kernel).

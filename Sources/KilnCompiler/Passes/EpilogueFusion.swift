@@ -4,11 +4,10 @@ import KilnFormat
 /// (with a weight as right operand).
 ///
 /// Before: `y = matmul(x, W); z = add(y, b); a = gelu(z)` — after: `a = matmul(x, W, b)`
-/// with attribute `kiln.activation = "gelu"`. Only values with a single reader fuse, except a
-/// SiLU: `y = conv(x, W); s = sigmoid(y); z = mul(y, s)` becomes `z = conv(x, W)` with
-/// `kiln.activation = "silu"`.
+/// whose step config fuses `gelu`. Only values with a single reader fuse, except a SiLU:
+/// `y = conv(x, W); s = sigmoid(y); z = mul(y, s)` becomes `z = conv(x, W)` fusing `silu`.
 /// Activations: the ``UnaryFunction``s that are activations (clip only with constant
-/// bounds); their parameters become `kiln.alpha` / `kiln.beta`.
+/// bounds), with their parameters; the op keeps its portable attributes.
 public struct EpilogueFusion: CompilerPass {
     /// `epilogue_fusion`.
     public static let name = "epilogue_fusion"
@@ -21,6 +20,7 @@ public struct EpilogueFusion: CompilerPass {
     public func apply(to unit: inout CompilationUnit) throws {
         for fi in unit.model.functions.indices {
             var f = unit.model.functions[fi]
+            let fn = f.name
             var removed = Set<Int>()
             var changed = true
             while changed {
@@ -32,25 +32,23 @@ public struct EpilogueFusion: CompilerPass {
                     let consumer = f.operations[ci]
                     guard consumer.outputs.count == 1 else { continue }
                     var fused = op
-                    if let (sigmoid, product) = siluParts(op, uses, f), op.attributes["kiln.activation"] == nil,
-                       !removed.contains(sigmoid), !removed.contains(product) {
+                    let unfused = unit.config(of: op, in: fn).activation == nil
+                    if let (sigmoid, product) = siluParts(op, uses, f), unfused, !removed.contains(sigmoid), !removed.contains(product) {
                         // y = op(…); s = sigmoid(y); z = mul(y, s) — one op with a SiLU epilogue, where the mul was.
-                        UnaryFunction.fuse(.init(function: .silu, alpha: 0, beta: 0), into: &fused)
+                        unit.configure(op, in: fn) { $0.activation = .init(function: UnaryFunction.silu.name) }
                         fused.outputs = f.operations[product].outputs
                         f.operations[product] = fused
                         removed.formUnion([i, sigmoid])
                         changed = true
                         continue
                     }
-                    if consumer.opType == "add", op.opType == "matmul", op.inputs.count == 2, consumer.inputs.count == 2,
-                       op.attributes["kiln.activation"] == nil {
+                    if consumer.opType == "add", op.opType == "matmul", op.inputs.count == 2, consumer.inputs.count == 2, unfused {
                         let other = consumer.inputs[0] == out ? consumer.inputs[1] : consumer.inputs[0]
                         guard let b = unit.weight(other), b.shape.count == 1,
                               let w = unit.weight(op.inputs[1]), b.shape[0] == w.shape[1] else { continue }
                         fused.inputs.append(other)
-                    } else if op.attributes["kiln.activation"] == nil, let activation = UnaryFunction.of(consumer),
-                              activation.function.isActivation {
-                        UnaryFunction.fuse(activation, into: &fused)
+                    } else if unfused, let activation = UnaryFunction.of(consumer), activation.function.isActivation {
+                        unit.configure(op, in: fn) { $0.activation = activation.fusedActivation }
                     } else {
                         continue
                     }

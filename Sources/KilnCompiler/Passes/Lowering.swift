@@ -5,9 +5,10 @@ import KilnFormat
 /// that fits the op and its element types, in the variant the arch runs) and packs GEMM
 /// weights in that arch's panel layout.
 ///
-/// Before: `y = linear(x, W[N, K], b)` — after: `y = linear(x, W@p16[K, N], b)` run by
-/// `f32_gemm_6x16__avx2`, where `W@p16` holds W's panels of 16 columns. Operations no
-/// family fits (rare ops, unusual element types) run the portable op set's `reference` kernel.
+/// Before: `y = linear(x, W[N, K], b)` — after: `y = linear(x, W@packed[K, N], b)` run by
+/// `f32_gemm_6x16__avx2`, where `W@packed` holds Wᵀ's panels of 16 columns (the step config
+/// says `transposedPanels`). Operations no family fits (rare ops, unusual element types) run
+/// the portable op set's `reference` kernel.
 public struct Lowering: CompilerPass {
     /// `lowering`.
     public static let name = "lowering"
@@ -36,14 +37,19 @@ public struct Lowering: CompilerPass {
             func type(_ v: String) -> TensorType? { types[v] ?? unit.weight(v)?.type }
             var kernels: [KernelID] = []
             for (i, op) in f.operations.enumerated() {
-                var family = family(op, unit, type)
-                /// Makes input 1 the weight packed by `make` under `suffix`, once per `key` for the whole model.
-                func repack(_ w: Weight, key: String, suffix: String, _ make: (String) throws -> Weight) throws {
+                let config = unit.config(of: op, in: f.name)
+                var family = family(op, config, unit, type)
+                /// Makes input 1 the weight packed by `make` in `layout`, once per `key` for the whole model.
+                func repack(_ w: Weight, key: String, _ layout: StepConfig.WeightLayout, window: [Int] = [], _ make: (String) throws -> Weight) throws {
+                    unit.configure(op, in: f.name) {
+                        $0.weightLayout = layout
+                        $0.window = window
+                    }
                     if let existing = packed[key] {
                         f.operations[i].inputs[1] = existing
                         return
                     }
-                    let name = unit.freshWeightName("\(w.name)@\(suffix)")
+                    let name = unit.freshWeightName("\(w.name)@packed")
                     do {
                         unit.model.weights.append(try make(name))
                     } catch let e as CompileError {
@@ -55,26 +61,25 @@ public struct Lowering: CompilerPass {
                 let nr = arch.gemm.tile.nr
                 if family == .conv2dWinograd, let w = unit.weight(op.inputs[1]) {
                     // U = G g Gᵀ per channel pair, as 16 B operands [16, panels, C, nr].
-                    try repack(w, key: "\(w.name)|winograd|\(nr)", suffix: "w\(nr)") { try WeightPacking.packWinograd(w, name: $0, nr: nr) }
-                    f.operations[i].attributes["kernel_shape"] = .ints([3, 3])
+                    try repack(w, key: "\(w.name)|winograd|\(nr)", .winograd, window: [3, 3]) { try WeightPacking.packWinograd(w, name: $0, nr: nr) }
                 } else if family == .depthwiseNHWC, let w = unit.weight(op.inputs[1]) {
                     // Taps outer, channels inner: [kh, kw, C], the vector kernel's order.
-                    try repack(w, key: "\(w.name)|taps", suffix: "taps") { try WeightPacking.packTaps(w, name: $0) }
+                    try repack(w, key: "\(w.name)|taps", .taps) { try WeightPacking.packTaps(w, name: $0) }
                 } else if family == .conv2dNHWC, let w = unit.weight(op.inputs[1]), let groups = try? op.attributes.int("group", 1), groups > 1 {
                     // Per group the channels-last GEMM's B: [groups, panels, K, nr].
-                    try repack(w, key: "\(w.name)|groups\(groups)|\(nr)", suffix: "g\(nr)") {
+                    try repack(w, key: "\(w.name)|groups\(groups)|\(nr)", .groupPanels, window: Array(w.shape[2...])) {
                         try WeightPacking.packGroups(w, name: $0, groups: groups, nr: nr)
                     }
-                    f.operations[i].attributes["kernel_shape"] = .ints(Array(w.shape[2...]))
-                } else if family == .gemm || family == .conv2d || family == .conv2dNHWC, let w = unit.weight(op.inputs[1]), let o = orientation(op, w) {
-                    try repack(w, key: "\(w.name)|\(o.label)|\(nr)", suffix: "\(o.label)\(nr)") { try WeightPacking.pack(w, name: $0, o.orientation, nr: nr) }
-                    if family == .conv2dNHWC { f.operations[i].attributes["kernel_shape"] = .ints(Array(w.shape[2...])) }
+                } else if family == .gemm || family == .conv2d || family == .conv2dNHWC, let w = unit.weight(op.inputs[1]),
+                          let o = orientation(op, w, config.layout) {
+                    let window = op.opType == "conv" ? Array(w.shape[2...]) : []
+                    try repack(w, key: "\(w.name)|\(o.layout.rawValue)|\(nr)", o.layout, window: window) { try WeightPacking.pack(w, name: $0, o.orientation, nr: nr) }
                 } else if family == .gemm || family == .conv2d || family == .conv2dNHWC {
                     family = .reference
                 } else if family == .conv2dNCHW, let w = unit.weight(op.inputs[1]) {
                     // The weight is the GEMM's A: packed once, in row tiles of the arch's microkernel.
                     let groups = (try? op.attributes.int("group", 1)) ?? 1, mr = arch.gemm.tile.mr
-                    try repack(w, key: "\(w.name)|rows\(groups)|\(mr)", suffix: "r\(mr)") { try WeightPacking.packRows(w, name: $0, groups: groups, mr: mr) }
+                    try repack(w, key: "\(w.name)|rows\(groups)|\(mr)", .rowTiles) { try WeightPacking.packRows(w, name: $0, groups: groups, mr: mr) }
                 }
                 kernels.append(arch.kernel(family))
             }
@@ -102,7 +107,7 @@ public struct Lowering: CompilerPass {
     }
 
     /// The kernel family that runs `op` on this unit, `reference` when none fits.
-    func family(_ op: Operation, _ unit: CompilationUnit, _ type: (String) -> TensorType?) -> KernelFamily {
+    func family(_ op: Operation, _ config: StepConfig, _ unit: CompilationUnit, _ type: (String) -> TensorType?) -> KernelFamily {
         let outputs = op.outputs.map(\.type)
         let float = outputs.count == 1 && outputs[0].dtype == .float32
         let inputTypes = op.inputs.map { $0.isEmpty ? nil : type($0) }
@@ -112,8 +117,8 @@ public struct Lowering: CompilerPass {
         case "conv":
             guard float, op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4,
                   input(0)?.dtype == .float32, let group = try? op.attributes.int("group", 1) else { return .reference }
-            if let layout = try? OpSet.channelsLayout(op.attributes), layout.output {
-                guard w.shape.count == 4 else { return .reference }
+            if config.layout.output {
+                let layout = config.layout
                 if depthwise(op, unit) { return layout.input ? .depthwiseNHWC : .reference }
                 if group == 1, layout.input, winograd(op, w, input(0), outputs[0]) { return .conv2dWinograd }
                 if group == 1 { return .conv2dNHWC }
@@ -125,7 +130,7 @@ public struct Lowering: CompilerPass {
             return group == 1 ? .conv2d : .reference
         case "linear", "matmul":
             guard float, op.inputs.count >= 2, input(0)?.dtype == .float32 else { return .reference }
-            if let w = unit.weight(op.inputs[1]), orientation(op, w) != nil { return .gemm }
+            if let w = unit.weight(op.inputs[1]), orientation(op, w, config.layout) != nil { return .gemm }
             return op.opType == "matmul" && op.inputs.count == 2 && input(1)?.dtype == .float32 ? .matmul : .reference
         case _ where Lowering.arithmetic.contains(op.opType):
             guard op.inputs.count == 2, let x = input(0), input(1)?.dtype == x.dtype, [.float32, .int64, .int32].contains(x.dtype),
@@ -187,7 +192,7 @@ public struct Lowering: CompilerPass {
             return input(0)?.dtype == .float32 ? .argReduce : .reference
         case "max_pool", "average_pool":
             guard float, input(0)?.rank == 4, op.outputs.count == 1 else { return .reference }
-            return (try? OpSet.channelsLast(op.attributes)) == true ? .pool2dNHWC : .pool2d
+            return config.layout.output ? .pool2dNHWC : .pool2d
         case "global_average_pool", "global_max_pool":
             return float && (input(0)?.rank ?? 0) >= 3 ? .globalPool : .reference
         case "gather":
@@ -210,31 +215,31 @@ public struct Lowering: CompilerPass {
     }
 
     struct Layout {
-        var label: String
+        var layout: StepConfig.WeightLayout
         var orientation: WeightPacking.Orientation
     }
 
     /// How the op reads its weight as B (K × N), when a packed GEMM runs it.
-    func orientation(_ op: Operation, _ w: Weight) -> Layout? {
+    func orientation(_ op: Operation, _ w: Weight, _ tensors: StepConfig.Layout) -> Layout? {
         switch op.opType {
         case "linear" where w.shape.count == 2:
             let (n, k) = (w.shape[0], w.shape[1])
-            return Layout(label: "pt", orientation: .init(k: k, n: n, flat: { kk, nn in nn * k + kk }))
+            return Layout(layout: .transposedPanels, orientation: .init(k: k, n: n, flat: { kk, nn in nn * k + kk }))
         case "matmul" where w.shape.count == 2:
             let (k, n) = (w.shape[0], w.shape[1])
-            return Layout(label: "p", orientation: .init(k: k, n: n, flat: { kk, nn in kk * n + nn }))
-        case "conv" where w.shape.count == 4 && (try? OpSet.channelsLayout(op.attributes))?.input == true:
+            return Layout(layout: .panels, orientation: .init(k: k, n: n, flat: { kk, nn in kk * n + nn }))
+        case "conv" where w.shape.count == 4 && tensors.input:
             // Rows of the channels-last im2col: K in (ky, kx, c) order.
             guard (try? op.attributes.int("group", 1)) == 1 else { return nil }
             let (n, c, kh, kw) = (w.shape[0], w.shape[1], w.shape[2], w.shape[3])
-            return Layout(label: "pl", orientation: .init(k: c * kh * kw, n: n, flat: { kk, nn in
+            return Layout(layout: .channelsLastRows, orientation: .init(k: c * kh * kw, n: n, flat: { kk, nn in
                 let (tap, ch) = kk.quotientAndRemainder(dividingBy: c)
                 return ((nn * c + ch) * kh + tap / kw) * kw + tap % kw
             }))
         case "conv" where w.shape.count == 4:
             guard (try? op.attributes.int("group", 1)) == 1 else { return nil }
             let n = w.shape[0], k = w.shape[1] * w.shape[2] * w.shape[3]
-            return Layout(label: "pc", orientation: .init(k: k, n: n, flat: { kk, nn in nn * k + kk }))
+            return Layout(layout: .channelsFirstRows, orientation: .init(k: k, n: n, flat: { kk, nn in nn * k + kk }))
         default:
             return nil
         }

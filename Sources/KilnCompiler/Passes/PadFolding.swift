@@ -3,8 +3,8 @@ import KilnReference
 
 /// Folds a zero `pad` of the spatial dims into the `conv` that reads it.
 ///
-/// Before: `p = pad(x, pads = [0, 1, 1, 0, 0, 1, 1, 0]); y = conv(p, W, channels_last = 1)` —
-/// after: `y = conv(x, W, channels_last = 1, pads = [1, 1, 1, 1])` (plus the conv's own pads).
+/// Before: `p = pad(x, pads = [0, 1, 1, 0, 0, 1, 1, 0]); y = conv(p, W)` (a channels-last conv) —
+/// after: `y = conv(x, W, pads = [1, 1, 1, 1])` (plus the conv's own pads).
 /// Only a constant-mode pad of value 0 whose result the conv alone reads, with non-negative pads
 /// on the two spatial dims of the conv's input layout and none elsewhere, and a conv without
 /// `auto_pad`. Runs after ``ChannelsLastLayout``, which makes a TensorFlow export's
@@ -25,7 +25,7 @@ public struct PadFolding: CompilerPass {
             var removed = Set<Int>()
             for (ci, conv) in f.operations.enumerated() where conv.opType == "conv" && !conv.inputs.isEmpty {
                 guard let pi = uses.producer[conv.inputs[0]], uses.isPrivate(conv.inputs[0]), !removed.contains(pi),
-                      let spatial = Self.padding(f.operations[pi], unit, conv) else { continue }
+                      let spatial = Self.padding(f.operations[pi], unit, conv, unit.config(of: conv, in: f.name).layout) else { continue }
                 let w = f.operations[pi].inputs[0]
                 var fused = conv
                 var pads = (try? conv.attributes.ints("pads")) ?? [0, 0, 0, 0]
@@ -42,11 +42,10 @@ public struct PadFolding: CompilerPass {
     }
 
     /// The pad's spatial amounts as a conv's `pads` (top, left, bottom, right) when it can fold.
-    static func padding(_ pad: Operation, _ unit: CompilationUnit, _ conv: Operation) -> [Int]? {
+    static func padding(_ pad: Operation, _ unit: CompilationUnit, _ conv: Operation, _ layout: StepConfig.Layout) -> [Int]? {
         guard pad.opType == "pad", pad.outputs.count == 1, pad.outputs[0].type.rank == 4,
               (try? pad.attributes.string("mode", "constant")) == "constant",
-              (try? conv.attributes.string("auto_pad", "NOTSET")) == "NOTSET",
-              let layout = try? OpSet.channelsLayout(conv.attributes) else { return nil }
+              (try? conv.attributes.string("auto_pad", "NOTSET")) == "NOTSET" else { return nil }
         if let v = try? pad.attributes.float("value", 0), v != 0 { return nil }
         if pad.inputs.count > 2, !pad.inputs[2].isEmpty {
             guard let c = unit.weight(pad.inputs[2]), let v = try? WeightDecoding.dense(c), v.elementCount == 1,

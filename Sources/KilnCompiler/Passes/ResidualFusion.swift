@@ -4,8 +4,8 @@ import KilnFormat
 /// the microkernel adds the other operand to its accumulators before bias and activation, and
 /// a shape plan writes the result over the residual's buffer when nothing reads it afterwards.
 ///
-/// Before: `y = conv(x, W, b, channels_last = 1); z = add(y, r)` — after:
-/// `z = conv(x, W, b, r, channels_last = 1)` (input 3 is the residual), placed where the add
+/// Before: `y = conv(x, W, b)` (channels-last) `; z = add(y, r)` — after:
+/// `z = conv(x, W, b, r)` (channels-last; input 3 is the residual), placed where the add
 /// was. Only when `y` has no other reader, the conv has one group and no fused activation yet
 /// (an activation after the add fuses later, as `relu(conv + b + r)`), and `r` has `y`'s type.
 public struct ResidualFusion: CompilerPass {
@@ -26,7 +26,7 @@ public struct ResidualFusion: CompilerPass {
                 for (k, y) in add.inputs.enumerated() {
                     let residual = add.inputs[1 - k]
                     guard let ci = uses.producer[y], !removed.contains(ci), uses.isPrivate(y), residual != y,
-                          Self.fusable(f.operations[ci], unit), add.outputs[0].type == f.operations[ci].outputs[0].type,
+                          Self.fusable(f.operations[ci], unit.config(of: f.operations[ci], in: f.name), unit), add.outputs[0].type == f.operations[ci].outputs[0].type,
                           Self.type(of: residual, in: f, unit) == add.outputs[0].type else { continue }
                     var fused = f.operations[ci]
                     if fused.inputs.count < 3 { fused.inputs.append("") }
@@ -43,9 +43,9 @@ public struct ResidualFusion: CompilerPass {
     }
 
     /// A channels-last one-group conv with a weight, no residual and no fused activation.
-    static func fusable(_ op: Operation, _ unit: CompilationUnit) -> Bool {
+    static func fusable(_ op: Operation, _ config: StepConfig, _ unit: CompilationUnit) -> Bool {
         guard op.opType == "conv", op.outputs.count == 1, op.outputs[0].type.dtype == .float32, (2 ... 3).contains(op.inputs.count),
-              op.attributes["kiln.activation"] == nil, (try? OpSet.channelsLast(op.attributes)) == true,
+              config.activation == nil, config.layout.output,
               (try? op.attributes.int("group", 1)) == 1, let w = unit.weight(op.inputs[1]), w.shape.count == 4 else { return false }
         return true
     }

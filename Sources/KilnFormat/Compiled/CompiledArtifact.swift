@@ -69,17 +69,18 @@ public struct RuntimeVersion: Sendable, Comparable, CustomStringConvertible {
 /// Constants of the compiled-artifact layout.
 public enum CompiledFormat {
     /// The artifact format version this build writes and the newest it reads.
-    public static let currentVersion = 5
-    /// The oldest artifact format version this build reads (version 5 packs 4-bit and table
-    /// weights along K, version 4 adds the channels-last kernels, version 3 packs convolution
-    /// weights in row tiles; every kernel and layout of version 3 remains).
+    public static let currentVersion = 6
+    /// The oldest artifact format version this build reads (version 6 keeps layouts, fused
+    /// activations and packed-weight layouts in typed step configs, version 5 packs 4-bit and
+    /// table weights along K, version 4 adds the channels-last kernels, version 3 packs
+    /// convolution weights in row tiles; every kernel and layout of version 3 remains).
     public static let oldestReadableVersion = 3
     /// The runtime version of this build.
-    public static let runtimeVersion = RuntimeVersion(0, 5)
-    /// The oldest runtime that can run what this compiler emits (the first with compressed weights packed along K).
-    public static let oldestCompatibleRuntime = RuntimeVersion(0, 5)
+    public static let runtimeVersion = RuntimeVersion(0, 6)
+    /// The oldest runtime that can run what this compiler emits (the first with typed step configs).
+    public static let oldestCompatibleRuntime = RuntimeVersion(0, 6)
     /// The compiler version of this build.
-    public static let compilerVersion = "0.5.0"
+    public static let compilerVersion = "0.6.0"
     /// The artifact file extension.
     public static let fileExtension = "compiled"
     static let magic: [UInt8] = Array("KILNART\0".utf8)
@@ -284,8 +285,9 @@ public struct CompiledArtifact: Sendable {
         let model = try PackageReader.assemble(
             contents, weights: weights, weightsPath: "weights section", manifestPath: "plan",
             verifyChecksums: false, validateModel: false) { storage($0.lowerBound + base ..< $0.upperBound + base) }
-        let plan = CompiledPlan(model: model, functions: functions, arch: arch, source: source)
+        var plan = CompiledPlan(model: model, functions: functions, arch: arch, source: source)
         try plan.validateStructure()
+        if header.formatVersion < 6 { try plan.adoptLegacyStepAttributes() }
         return CompiledArtifact(header: header, plan: plan, weightBytes: weightRange.count, planBytes: planRange.count,
                                 headerChecksum: bytes.loadLE(UInt32.self, at: CompiledFormat.headerSize - 4),
                                 weightsChecksum: storedWeightsCRC, weightSection: storage(weightRange),

@@ -9,16 +9,20 @@ public struct CompiledPlan: Sendable {
         public var inputs: [Int]
         /// Output slots.
         public var outputs: [Int]
+        /// What the compiler chose beyond the op: layout, fused activation, packed-weight layout.
+        public var config: StepConfig
 
         /// Creates a step.
         /// - Parameters:
         ///   - kernel: The kernel's name.
         ///   - inputs: Input slots.
         ///   - outputs: Output slots.
-        public init(kernel: String, inputs: [Int], outputs: [Int]) {
+        ///   - config: The step's configuration.
+        public init(kernel: String, inputs: [Int], outputs: [Int], config: StepConfig = .portable) {
             self.kernel = kernel
             self.inputs = inputs
             self.outputs = outputs
+            self.config = config
         }
     }
 

@@ -35,6 +35,7 @@ enum CompiledPlanCodec {
                 s.inputs = arena.array(step.inputs.map { Int32($0) })
                 s.n_outputs = step.outputs.count
                 s.outputs = arena.array(step.outputs.map { Int32($0) })
+                if !step.config.isPortable { s.config = arena.make(encode(step.config, arena)) }
                 return arena.make(s)
             })
             m.n_lifetimes = f.lifetimes.count
@@ -104,6 +105,40 @@ enum CompiledPlanCodec {
         return m
     }
 
+    static func encode(_ c: StepConfig, _ arena: CArena) -> Kiln__Compiled__StepConfig {
+        var m = Kiln__Compiled__StepConfig()
+        kiln__compiled__step_config__init(&m)
+        m.layout = Kiln__Compiled__TensorLayout(rawValue: UInt32(c.layout.rawValue))
+        m.weight_layout = Kiln__Compiled__WeightLayout(rawValue: UInt32(c.weightLayout.rawValue))
+        if let a = c.activation {
+            var r = Kiln__Compiled__FusedActivation()
+            kiln__compiled__fused_activation__init(&r)
+            r.function = arena.string(a.function)
+            r.alpha = a.alpha
+            r.beta = a.beta
+            m.activation = arena.make(r)
+        }
+        m.n_window = c.window.count
+        m.window = arena.array(c.window.map { UInt32(clamping: $0) })
+        return m
+    }
+
+    static func decode(_ m: Kiln__Compiled__StepConfig, _ field: String) throws -> StepConfig {
+        guard let layout = StepConfig.Layout(rawValue: Int(m.layout.rawValue)) else {
+            throw PackageError(field: "\(field).layout", reason: "unknown tensor layout \(m.layout.rawValue)")
+        }
+        guard let weightLayout = StepConfig.WeightLayout(rawValue: Int(m.weight_layout.rawValue)) else {
+            throw PackageError(field: "\(field).weight_layout", reason: "unknown weight layout \(m.weight_layout.rawValue)")
+        }
+        let activation = try m.activation.map { a in
+            StepConfig.Activation(function: try ManifestCodec.string(a.pointee.function, "\(field).activation.function"),
+                                  alpha: a.pointee.alpha, beta: a.pointee.beta)
+        }
+        guard m.n_window <= 3 else { throw PackageError(field: "\(field).window", reason: "\(m.n_window) dims; a window has at most 3") }
+        let window = (0 ..< m.n_window).map { Int(m.window[$0]) }
+        return StepConfig(layout: layout, activation: activation, weightLayout: weightLayout, window: window)
+    }
+
     static func decode(_ m: Kiln__Compiled__SourceSummary) throws -> SourceSummary {
         func int(_ v: UInt64, _ field: String) throws -> Int {
             guard v <= UInt64(Int.max) else { throw PackageError(field: field, reason: "\(v) is out of range") }
@@ -158,7 +193,8 @@ enum CompiledPlanCodec {
                 },
                 steps: try ManifestCodec.each(f.n_steps, f.steps, "\(field).steps") { s, sf in
                     CompiledPlan.Step(kernel: try ManifestCodec.string(s.kernel, "\(sf).kernel"),
-                                      inputs: ints(s.n_inputs, s.inputs), outputs: ints(s.n_outputs, s.outputs))
+                                      inputs: ints(s.n_inputs, s.inputs), outputs: ints(s.n_outputs, s.outputs),
+                                      config: try s.config.map { try decode($0.pointee, "\(sf).config") } ?? .portable)
                 },
                 lifetimes: try ManifestCodec.each(f.n_lifetimes, f.lifetimes, "\(field).lifetimes") { l, _ in
                     CompiledPlan.Lifetime(slot: Int(l.slot), firstStep: Int(l.first_step), lastStep: Int(l.last_step))

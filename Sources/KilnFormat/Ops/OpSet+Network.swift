@@ -58,47 +58,12 @@ extension OpSet {
         }
     }
 
-    static func windowOutput(_ x: TensorType, channels: Dimension, window: Window, layout: ChannelsLayout = .first) -> [Dimension] {
+    static func windowOutput(_ x: TensorType, channels: Dimension, window: Window) -> [Dimension] {
         var spatial: [Dimension] = []
         for i in 0 ..< window.kernel.count {
-            if let n = x.shape[i + (layout.input ? 1 : 2)].size { spatial.append(.size(window.outputSize(i, size: n))) } else { spatial.append(.unknown) }
+            if let n = x.shape[i + 2].size { spatial.append(.size(window.outputSize(i, size: n))) } else { spatial.append(.unknown) }
         }
-        return layout.output ? [x.shape[0]] + spatial + [channels] : [x.shape[0], channels] + spatial
-    }
-
-    /// Where a conv or pool keeps channels (`channels_last`, a layout the compiler chooses):
-    /// 0 reads and writes `[N, C, …spatial]`, 1 reads and writes `[N, …spatial, C]`, 2 (conv only)
-    /// reads `[N, C, …spatial]` and writes `[N, …spatial, C]` (a network's first convolution).
-    public struct ChannelsLayout: Sendable, Equatable {
-        /// Whether the input is channels-last.
-        public var input: Bool
-        /// Whether the output is channels-last.
-        public var output: Bool
-        /// `channels_last = 0`.
-        public static let first = ChannelsLayout(input: false, output: false)
-        /// `channels_last = 2`.
-        public static let planesToLast = ChannelsLayout(input: false, output: true)
-    }
-
-    /// The `channels_last` attribute of a conv or pool.
-    /// - Parameter attributes: The op's attributes.
-    /// - Returns: Where input and output keep channels.
-    /// - Throws: ``OpError`` for a value other than 0, 1 or 2.
-    public static func channelsLayout(_ attributes: [String: AttributeValue]) throws -> ChannelsLayout {
-        switch try attributes.int("channels_last", 0) {
-        case 0: return .first
-        case 1: return ChannelsLayout(input: true, output: true)
-        case 2: return ChannelsLayout(input: false, output: true)
-        case let v: throw OpError("channels_last must be 0, 1 or 2, got \(v)")
-        }
-    }
-
-    /// Whether a conv or pool writes `[N, …spatial, C]` (`channels_last` 1 or 2).
-    /// - Parameter attributes: The op's attributes.
-    /// - Returns: Whether the output is channels-last.
-    /// - Throws: ``OpError`` for an invalid `channels_last`.
-    public static func channelsLast(_ attributes: [String: AttributeValue]) throws -> Bool {
-        try channelsLayout(attributes).output
+        return [x.shape[0], channels] + spatial
     }
 
     /// The output dims of a NumPy-style matrix product.
@@ -114,7 +79,7 @@ extension OpSet {
     }
 
     static let windowAttributes: [String: AttributeKind] = [
-        "strides": .ints, "pads": .ints, "dilations": .ints, "auto_pad": .string, "channels_last": .int,
+        "strides": .ints, "pads": .ints, "dilations": .ints, "auto_pad": .string,
     ]
 
     /// `attention`'s outputs: Y like Q (V's head size), the present key and value caches
@@ -185,8 +150,7 @@ extension OpSet {
                 guard x.rank >= 3, w.rank == x.rank else { throw OpError("conv needs x [N, C, …] and weight of the same rank, got \(x) and \(w)") }
                 let group = try ctx.attributes.int("group", 1)
                 guard group >= 1 else { throw OpError("group must be ≥ 1") }
-                let layout = try channelsLayout(ctx.attributes)
-                if let c = x.shape[layout.input ? x.rank - 1 : 1].size, let wc = w.shape[1].size, c != wc * group {
+                if let c = x.shape[1].size, let wc = w.shape[1].size, c != wc * group {
                     throw OpError("input channels \(c) ≠ weight channels \(wc) × group \(group)")
                 }
                 let kernel = try w.shape[2...].map { d -> Int in
@@ -194,13 +158,12 @@ extension OpSet {
                     return k
                 }
                 let window = try Window(ctx.attributes, kernel: kernel)
-                return [TensorType(x.dtype, windowOutput(x, channels: w.shape[0], window: window, layout: layout))]
+                return [TensorType(x.dtype, windowOutput(x, channels: w.shape[0], window: window))]
             },
             op("conv_transpose", ["x", "weight", "bias?"], windowAttributes.merging(
                 ["group": .int, "output_padding": .ints, "output_shape": .ints, "kernel_shape": .ints]) { a, _ in a }) { ctx in
                 let (x, w) = (try ctx.input(0), try ctx.input(1))
                 guard x.rank >= 3, w.rank == x.rank else { throw OpError("conv_transpose needs x [N, C, …] and weight of the same rank") }
-                guard try !channelsLast(ctx.attributes) else { throw OpError("conv_transpose has no channels_last form") }
                 let group = try ctx.attributes.int("group", 1)
                 let kernel = try w.shape[2...].map { d -> Int in
                     guard let k = d.size else { throw OpError("conv_transpose kernel must be static") }
@@ -234,7 +197,7 @@ extension OpSet {
                 let window = try Window(ctx.attributes, kernel: try ctx.attributes.ints("kernel_shape") ?? [])
                 guard window.kernel.count == x.rank - 2 else { throw OpError("kernel_shape must have \(x.rank - 2) entries") }
                 guard try ctx.attributes.int("p", 2) > 0 else { throw OpError("p must be positive") }
-                return [TensorType(x.dtype, windowOutput(x, channels: x.shape[1], window: window, layout: .first))]
+                return [TensorType(x.dtype, windowOutput(x, channels: x.shape[1], window: window))]
             },
             op("rotary_embedding", onnx: "RotaryEmbedding", ["x", "cos_cache", "sin_cache", "position_ids?"], ["interleaved": .int, "rotary_embedding_dim": .int,
                                                                                      "num_heads": .int]) { ctx in
@@ -248,11 +211,8 @@ extension OpSet {
                 guard x.rank >= 3 else { throw OpError("max_pool needs x [N, C, …]") }
                 let window = try Window(ctx.attributes, kernel: try ctx.attributes.ints("kernel_shape") ?? [])
                 guard window.kernel.count == x.rank - 2 else { throw OpError("kernel_shape must have \(x.rank - 2) entries") }
-                let layout = try channelsLayout(ctx.attributes)
-                guard layout.input == layout.output else { throw OpError("pools take channels_last 0 or 1") }
-                let y = TensorType(x.dtype, windowOutput(x, channels: x.shape[layout.input ? x.rank - 1 : 1], window: window, layout: layout))
+                let y = TensorType(x.dtype, windowOutput(x, channels: x.shape[1], window: window))
                 guard ctx.outputCount == 2 else { return [y] }
-                guard !layout.input else { throw OpError("max_pool's indices output needs channels-first input") }
                 return [y, TensorType(.int64, y.shape)]
             },
             op("average_pool", ["x"], windowAttributes.merging(["kernel_shape!": .ints, "ceil_mode": .int, "count_include_pad": .int]) { a, _ in a }) { ctx in
@@ -260,9 +220,7 @@ extension OpSet {
                 guard x.rank >= 3 else { throw OpError("average_pool needs x [N, C, …]") }
                 let window = try Window(ctx.attributes, kernel: try ctx.attributes.ints("kernel_shape") ?? [])
                 guard window.kernel.count == x.rank - 2 else { throw OpError("kernel_shape must have \(x.rank - 2) entries") }
-                let layout = try channelsLayout(ctx.attributes)
-                guard layout.input == layout.output else { throw OpError("pools take channels_last 0 or 1") }
-                return [TensorType(x.dtype, windowOutput(x, channels: x.shape[layout.input ? x.rank - 1 : 1], window: window, layout: layout))]
+                return [TensorType(x.dtype, windowOutput(x, channels: x.shape[1], window: window))]
             },
             op("global_average_pool", onnx: "GlobalAveragePool", ["x"]) { ctx in
                 let x = try ctx.input(0)
@@ -333,13 +291,12 @@ extension OpSet {
     /// The output dims of an integer convolution (channels first).
     static func integerConvShape(_ x: TensorType, _ w: TensorType, _ attributes: [String: AttributeValue]) throws -> [Dimension] {
         guard x.rank >= 3, w.rank == x.rank else { throw OpError("integer convolutions need x [N, C, …] and a weight of the same rank") }
-        guard try !channelsLast(attributes) else { throw OpError("integer convolutions have no channels_last form") }
         let kernel = try w.shape[2...].map { d -> Int in
             guard let k = d.size else { throw OpError("the kernel must be static") }
             return k
         }
         let window = try Window(attributes, kernel: kernel)
-        return windowOutput(x, channels: w.shape[0], window: window, layout: try channelsLayout(attributes))
+        return windowOutput(x, channels: w.shape[0], window: window)
     }
 }
 

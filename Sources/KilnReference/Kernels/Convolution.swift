@@ -19,15 +19,6 @@ enum Convolution {
         }
     }
 
-    /// Runs a channels-first `body` on a channels-last `x` (`[N, …spatial, C]`): `x` moved to
-    /// `[N, C, …spatial]`, the result moved back.
-    static func channelsLast(_ x: NDArray, _ body: (NDArray) throws -> NDArray) throws -> NDArray {
-        guard x.rank >= 3 else { throw OpError("channels_last needs x [N, …, C]") }
-        let r = x.rank
-        let first = try body(x.transposed([0, r - 1] + Array(1 ..< r - 1)).contiguous())
-        return first.transposed([0] + Array(2 ..< r) + [1]).contiguous()
-    }
-
     /// `y + residual` (same shape), or `y` when there is none: a convolution's fused residual input.
     static func adding(_ y: NDArray, _ residual: NDArray?) throws -> NDArray {
         guard let residual else { return y }

@@ -37,31 +37,6 @@ extension KernelTable {
         }
     }
 
-    /// Kernels of the channels-last forms of conv and the pools (`channels_last` 1 or 2, a compiled
-    /// plan's layout), each computed planes-first between transposes. Tried before
-    /// ``convolutionKernel(for:)``; `nil` for any other op or layout.
-    static func channelsLastKernel(for op: Operation) throws -> Kernel? {
-        let a = op.attributes
-        switch op.opType {
-        case "conv" where try OpSet.channelsLayout(a) == .planesToLast:
-            return { inputs in
-                let y = try Convolution.conv(try present(inputs, 0), try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a)
-                return [try Convolution.adding(y.transposed([0] + Array(2 ..< y.rank) + [1]).contiguous(), inputs.count > 3 ? inputs[3] : nil)]
-            }
-        case "conv" where try OpSet.channelsLast(a):
-            return { inputs in
-                let y = try Convolution.channelsLast(try present(inputs, 0)) { try Convolution.conv($0, try present(inputs, 1), inputs.count > 2 ? inputs[2] : nil, a) }
-                return [try Convolution.adding(y, inputs.count > 3 ? inputs[3] : nil)]
-            }
-        case "max_pool" where try OpSet.channelsLast(a):
-            return { inputs in [try Convolution.channelsLast(try present(inputs, 0)) { try Convolution.pool($0, a, max: true) }] }
-        case "average_pool" where try OpSet.channelsLast(a):
-            return { inputs in [try Convolution.channelsLast(try present(inputs, 0)) { try Convolution.pool($0, a, max: false) }] }
-        default:
-            return nil
-        }
-    }
-
     /// Kernels of convolution and pooling in the portable (planes-first) layout; `nil` for other ops.
     static func convolutionKernel(for op: Operation) throws -> Kernel? {
         let a = op.attributes

@@ -47,10 +47,9 @@ enum KernelTable {
     }
 
     /// The op families, in the order they are tried: the first that knows an op type makes its
-    /// kernel (``channelsLastKernel(for:)`` before the generic conv and pools of
-    /// ``convolutionKernel(for:)``); the shape and data-movement ops, last, reject unknown types.
+    /// kernel; the shape and data-movement ops, last, reject unknown types.
     static let families: [@Sendable (Operation) throws -> Kernel?] = [
-        arithmeticKernel, logicKernel, linearAlgebraKernel, channelsLastKernel, convolutionKernel, normalizationKernel,
+        arithmeticKernel, logicKernel, linearAlgebraKernel, convolutionKernel, normalizationKernel,
         reductionKernel, quantizationKernel, indexingKernel, visionKernel,
     ]
 

@@ -15,7 +15,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         var name: String
         var opType: String
         var kernel: any StepKernel
-        var reference: ReferenceKernel
+        var reference: LoweredReference
         var inputs: [Int]
         var outputs: [Int]
     }
@@ -76,13 +76,14 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
             do {
                 if op.hasSubgraphs {
                     guard id.family == .reference else { throw OpError("a control-flow op needs the reference kernel, the plan names \(id)") }
-                    let reference = try ReferenceKernel(op, subgraphs: planner)
+                    let reference = try LoweredReference(op, s.config, subgraphs: planner)
                     steps.append(Step(name: op.name, opType: op.opType, kernel: ReferenceStep(kernel: reference, fallback: nil), reference: reference,
                                       inputs: s.inputs, outputs: s.outputs))
                     continue
                 }
-                let kernel = try StepFactory.make(id, op, inputs: s.inputs, weights: weightBySlot, constants: constants, threads: self.threads)
-                steps.append(Step(name: op.name, opType: op.opType, kernel: kernel, reference: try ReferenceKernel(op), inputs: s.inputs, outputs: s.outputs))
+                let kernel = try StepFactory.make(id, op, s.config, inputs: s.inputs, weights: weightBySlot, constants: constants, threads: self.threads)
+                steps.append(Step(name: op.name, opType: op.opType, kernel: kernel, reference: try LoweredReference(op, s.config),
+                                  inputs: s.inputs, outputs: s.outputs))
             } catch let e as OpError {
                 throw InferenceError(function: f.name, op: op.name, reason: "kernel \(id): \(e.reason)")
             }

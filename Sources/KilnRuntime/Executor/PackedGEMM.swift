@@ -144,10 +144,10 @@ struct PackedGEMM: @unchecked Sendable {
     }
 }
 
-/// The epilogue of a lowered op: bias pointer set at run time, its fused activation (if any).
-func epilogue(_ op: KilnFormat.Operation) throws -> kiln_epilogue {
+/// The epilogue of a lowered step: bias pointer set at run time, its fused activation (if any).
+func epilogue(_ config: StepConfig) throws -> kiln_epilogue {
     var e = kiln_epilogue()
-    if let a = try UnaryFunction.fused(in: op) {
+    if let a = try UnaryFunction.fused(in: config) {
         e.activation = a.function.code
         e.alpha = a.alpha
         e.beta = a.beta

@@ -4,11 +4,33 @@ import KilnFormat
 import KilnReference
 
 /// Prepares the step a plan names: the kernel's family decides the step type, which checks
-/// once that the op, its weights and this host fit it. A mismatch fails loading.
+/// once that the op, its config (layout, epilogue, packed weight), its weights and this host
+/// fit it. A mismatch fails loading.
 enum StepFactory {
-    static func make(_ id: KernelID, _ op: KilnFormat.Operation, inputs: [Int], weights: [Int: Weight], constants: [Int: NDArray],
-                     threads: Int) throws -> any StepKernel {
+    /// The layouts and packed-weight layouts each family runs (families not listed: channels-first, weights as stored).
+    static let layouts: [KernelFamily: (tensors: Set<StepConfig.Layout>, weights: Set<StepConfig.WeightLayout>)] = [
+        .reference: (Set(StepConfig.Layout.allCases), [.asStored]),
+        .gemm: ([.channelsFirst], [.panels, .transposedPanels]),
+        .conv2d: ([.channelsFirst], [.channelsFirstRows]),
+        .conv2dNCHW: ([.channelsFirst], [.rowTiles]),
+        .conv2dNHWC: ([.channelsLast, .planesToChannelsLast], [.channelsLastRows, .channelsFirstRows, .groupPanels]),
+        .conv2dWinograd: ([.channelsLast], [.winograd]),
+        .depthwiseNHWC: ([.channelsLast], [.taps]),
+        .pool2dNHWC: ([.channelsLast], [.asStored]),
+    ]
+
+    /// Families whose kernels apply a fused activation.
+    static let epilogues: Set<KernelFamily> = [.reference, .gemm, .conv2d, .conv2dNCHW, .conv2dNHWC, .conv2dWinograd, .depthwiseNHWC, .depthwise]
+
+    static func make(_ id: KernelID, _ op: KilnFormat.Operation, _ config: StepConfig, inputs: [Int], weights: [Int: Weight],
+                     constants: [Int: NDArray], threads: Int) throws -> any StepKernel {
         guard id.family == .reference || id.isa.isRunnableOnHost else { throw OpError("this host cannot run \(id.isa.rawValue) kernels") }
+        let fits = layouts[id.family] ?? ([.channelsFirst], [.asStored])
+        guard fits.tensors.contains(config.layout), fits.weights.contains(config.weightLayout),
+              config.activation == nil || epilogues.contains(id.family) else {
+            throw OpError("the step's config (\(config.isPortable ? "portable: channels-first, no epilogue, weight as stored" : config.description)) does not fit kernel \(id); compile the package again")
+        }
+        func epilogue(_ op: KilnFormat.Operation) throws -> kiln_epilogue { try KilnRuntime.epilogue(config) }
         func expect(_ ops: Set<String>) throws {
             guard ops.contains(op.opType) else { throw OpError("cannot run \(op.opType)") }
         }
@@ -22,20 +44,25 @@ enum StepFactory {
         }
         switch id.family {
         case .reference:
-            return ReferenceStep(kernel: try ReferenceKernel(op), fallback: nil)
+            return ReferenceStep(kernel: try LoweredReference(op, config), fallback: nil)
         case .gemm:
             try expect(["linear", "matmul"])
             return GEMMStep(id: id, op: op, gemm: try PackedGEMM(weight: try weight(1), kernel: id), epilogue: try epilogue(op))
         case .conv2d:
             try expect(["conv"])
-            let shape = try op.attributes.ints("kernel_shape") ?? []
+            // The packed weight is [K, N]; the window's size is the step config's.
+            guard config.window.count == 2 else { throw OpError("needs a 2-D window in its config") }
             return PackedConvStep(id: id, op: op, gemm: try PackedGEMM(weight: try weight(1), kernel: id), epilogue: try epilogue(op),
-                                  window: try OpSet.Window(op.attributes, kernel: shape.count == 2 ? shape : [1, 1]))
+                                  window: try OpSet.Window(op.attributes, kernel: config.window))
         case .conv2dNHWC:
             try expect(["conv"])
-            // The packed weight is [K, N]; the window's size is the lowered op's kernel_shape.
-            guard let shape = try op.attributes.ints("kernel_shape"), shape.count == 2 else { throw OpError("needs a 2-D kernel_shape") }
+            // The packed weight is [K, N]; the window's size is the step config's.
+            guard config.window.count == 2 else { throw OpError("needs a 2-D window in its config") }
+            let shape = config.window
             let groups = try op.attributes.int("group", 1)
+            guard (groups > 1) == (config.weightLayout == .groupPanels) else {
+                throw OpError("a conv of \(groups) group\(groups == 1 ? "" : "s") with weight layout \(config.weightLayout.name); compile the package again")
+            }
             if groups > 1 {
                 // Every group's panels in one blob [groups, panels, K, nr]: one packed B per group.
                 let w = try weight(1)
@@ -55,10 +82,10 @@ enum StepFactory {
                     return PackedGEMM(b: b, ukernel: uk, mr: tile.mr)
                 }
                 return try ConvNHWCStep(id: id, op: op, groups: gemms, weight: stacked, epilogue: try epilogue(op),
-                                        window: try OpSet.Window(op.attributes, kernel: shape))
+                                        window: try OpSet.Window(op.attributes, kernel: shape), layout: config.layout)
             }
             return try ConvNHWCStep(id: id, op: op, gemm: try PackedGEMM(weight: try weight(1), kernel: id), epilogue: try epilogue(op),
-                                    window: try OpSet.Window(op.attributes, kernel: shape))
+                                    window: try OpSet.Window(op.attributes, kernel: shape), layout: config.layout)
         case .conv2dWinograd:
             try expect(["conv"])
             let w = try weight(1)
@@ -157,7 +184,7 @@ enum StepFactory {
             return ScatterNDStep(id: id, op: op)
         case .generate:
             try expect(OpSet.ops(in: .generator))
-            return GenerateStep(id: id, routine: ReferenceStep(kernel: try ReferenceKernel(op), fallback: nil))
+            return GenerateStep(id: id, routine: ReferenceStep(kernel: try LoweredReference(op, config), fallback: nil))
         }
     }
 }

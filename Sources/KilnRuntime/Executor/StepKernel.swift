@@ -88,7 +88,7 @@ extension StepKernel {
 /// into the plan's memory.
 struct ReferenceStep: StepKernel {
     let id = KernelID.reference
-    let kernel: ReferenceKernel
+    let kernel: LoweredReference
     /// Why a specialized kernel was not used, when one was planned.
     let fallback: String?
 

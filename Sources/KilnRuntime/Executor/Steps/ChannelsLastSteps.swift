@@ -17,7 +17,7 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
     /// Bytes of im2col rows per block.
     static let blockBytes = 1 << 20
 
-    /// Whether the input is channels-first (`channels_last = 2`: windows read from planes).
+    /// Whether the input is channels-first (layout `planesToChannelsLast`: windows read from planes).
     let planarInput: Bool
     /// The tile's indirect microkernel (windows read in place through per-pixel pointers), if the ISA has one.
     let indirect: kiln_f32_igemm_ukernel?
@@ -31,12 +31,13 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
     /// cells and each kernel row read as one run of kw · c floats.
     let cellWeight: PackedGEMM?
 
-    init(id: KernelID, op: KilnFormat.Operation, gemm: PackedGEMM, epilogue: kiln_epilogue, window: OpSet.Window) throws {
-        try self.init(id: id, op: op, groups: [gemm], weight: nil, epilogue: epilogue, window: window)
+    init(id: KernelID, op: KilnFormat.Operation, gemm: PackedGEMM, epilogue: kiln_epilogue, window: OpSet.Window, layout: StepConfig.Layout) throws {
+        try self.init(id: id, op: op, groups: [gemm], weight: nil, epilogue: epilogue, window: window, layout: layout)
     }
 
     /// A grouped convolution: `weight` holds every group's panels.
-    init(id: KernelID, op: KilnFormat.Operation, groups: [PackedGEMM], weight: NDArray?, epilogue: kiln_epilogue, window: OpSet.Window) throws {
+    init(id: KernelID, op: KilnFormat.Operation, groups: [PackedGEMM], weight: NDArray?, epilogue: kiln_epilogue, window: OpSet.Window,
+         layout: StepConfig.Layout) throws {
         self.id = id
         self.op = op
         gemm = groups[0]
@@ -44,8 +45,7 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
         groupWeight = weight
         self.epilogue = epilogue
         self.window = window
-        let layout = try OpSet.channelsLayout(op.attributes)
-        guard layout.output else { throw OpError("a channels-last conv needs channels_last = 1 or 2") }
+        guard layout.output else { throw OpError("a channels-last conv needs a channels-last layout") }
         planarInput = !layout.input
         indirect = id.indirectMicrokernel
         cellWeight = planarInput && indirect != nil && groups.count == 1 && window.kernel.count == 2
@@ -335,9 +335,8 @@ struct WinogradNHWCStep: StepKernel, @unchecked Sendable {
         mr = tile.mr
         self.epilogue = epilogue
         window = try OpSet.Window(op.attributes, kernel: [3, 3])
-        let layout = try OpSet.channelsLayout(op.attributes)
-        guard window.strides == [1, 1], window.dilations == [1, 1], layout.input, layout.output else {
-            throw OpError("a Winograd conv needs stride 1, no dilation and channels_last = 1")
+        guard window.strides == [1, 1], window.dilations == [1, 1] else {
+            throw OpError("a Winograd conv needs stride 1 and no dilation")
         }
         channels = c
         outChannels = m
@@ -431,8 +430,6 @@ struct DepthwiseNHWCStep: StepKernel, @unchecked Sendable {
         self.weight = weight
         self.epilogue = epilogue
         window = try OpSet.Window(op.attributes, kernel: Array(weight.shape[..<2]))
-        let layout = try OpSet.channelsLayout(op.attributes)
-        guard layout.input, layout.output else { throw OpError("a channels-last depthwise conv needs channels_last = 1") }
         kernel = DepthwiseNHWCStep.variant(id.isa)
     }
 
@@ -501,10 +498,6 @@ struct Pool2DNHWCStep: StepKernel, @unchecked Sendable {
         self.op = op
         guard let shape = try op.attributes.ints("kernel_shape"), shape.count == 2 else { throw OpError("needs a 2-D kernel_shape") }
         window = try OpSet.Window(op.attributes, kernel: shape)
-        let layout = try OpSet.channelsLayout(op.attributes)
-        guard layout.input, layout.output else {
-            throw OpError("a channels-last pool needs channels_last = 1")
-        }
         #if arch(x86_64)
         kernel = id.isa == .avx512 ? kiln_f32_pool2d_nhwc__avx512 : id.isa == .avx2 ? kiln_f32_pool2d_nhwc__avx2 : kiln_f32_pool2d_nhwc__scalar
         #else
@@ -512,7 +505,7 @@ struct Pool2DNHWCStep: StepKernel, @unchecked Sendable {
         #endif
     }
 
-    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs, layout: .channelsLast) }
 
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
         guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, outputs.count == 1 else { throw OpError("needs a float32 NHWC input") }

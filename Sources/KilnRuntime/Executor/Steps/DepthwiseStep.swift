@@ -44,7 +44,6 @@ struct DepthwiseStep: StepKernel, @unchecked Sendable {
         let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
         let (kh, kw) = (weight.shape[2], weight.shape[3])
         guard weight.rank == 4, weight.scalarType == .float32, [kh, kw] == window.kernel else { throw OpError("weight \(weight.shape) does not fit the window") }
-        guard try !OpSet.channelsLayout(op.attributes).output else { throw OpError("a channels-first conv needs channels_last = 0") }
         try expectOutput(outputs, [batch, c, oh, ow])
         let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
         let ranges = splitRanges(batch * c, parts: c * oh * ow * kh * kw < 1 << 15 ? 1 : context.threads)
