@@ -19,7 +19,7 @@ CLANG        ?= $(or $(wildcard $(dir $(realpath $(shell command -v $(SWIFT))))c
 KERNELS_C     = $(wildcard Sources/CKilnKernels/*.c) $(wildcard Tests/Native/kernels_check*.c)
 CHECK_DIR     = .build/kernels-check
 
-.PHONY: all deps models build test python python-test c-example graph-pictures conformance kernels-check fuzz fuzz-ci sanitize run examples fixtures proto check-generated clean
+.PHONY: all deps models build test check-source python python-test c-example graph-pictures conformance kernels-check fuzz fuzz-ci sanitize run examples fixtures proto check-generated clean
 
 all: build
 
@@ -48,6 +48,7 @@ models:
 	python3 tools/fetch_models.py
 
 test: deps models
+	python3 tools/check_source.py
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --disable-swift-testing $(SWIFT_FLAGS)
 	$(MAKE) --no-print-directory kernels-check
@@ -179,6 +180,10 @@ proto: deps
 	mv $(SPECS_DIR)/*.pb-c.h $(SPECS_DIR)/include/
 
 # Fails when the committed protobuf-c code differs from what `make proto` makes.
+# File and function sizes, and no literal list written in two files (tools/check_source.py).
+check-source:
+	python3 tools/check_source.py
+
 check-generated: deps
 	@tmp=$$(mktemp -d); \
 	protoc-c --proto_path=specs --c_out=$$tmp $(PROTOS) || exit 1; \

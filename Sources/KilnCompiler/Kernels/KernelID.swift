@@ -1,4 +1,5 @@
 import CKilnKernels
+import KilnFormat
 
 /// An instruction set a kernel variant is built for: a case of CKilnKernels' `KILN_ISAS` list,
 /// mapped once by name (a test checks both lists agree).
@@ -132,6 +133,39 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
         switch self {
         case .gemm, .conv2d, .conv2dNCHW, .conv2dNHWC, .conv2dWinograd, .matmul, .convTranspose, .recurrent: return true
         default: return false
+        }
+    }
+
+    /// The portable ops this family's kernels run, declared once for lowering's choices and the
+    /// runtime's check when a step is made; `nil` for the reference kernel (every op) and the
+    /// unary and binary families, whose steps check their function tables.
+    public var ops: Set<String>? {
+        switch self {
+        case .gemm: ["linear", "matmul"]
+        case .conv2d, .conv2dNCHW, .conv2dNHWC, .conv2dWinograd, .depthwiseNHWC, .depthwise: ["conv"]
+        case .pool2dNHWC, .pool2d: ["max_pool", "average_pool"]
+        case .matmul: ["matmul"]
+        case .select: ["where"]
+        case .cast: ["cast"]
+        case .softmax: ["softmax", "log_softmax"]
+        case .layerNorm: ["layer_norm"]
+        case .attention: ["attention"]
+        case .reduce: Set(OpSet.reduceNames)
+        case .argReduce: ["argmax", "argmin"]
+        case .globalPool: ["global_average_pool", "global_max_pool"]
+        case .gather: ["gather"]
+        case .copy: OpSet.ops(in: .copy)
+        case .view: OpSet.ops(in: .view)
+        case .generate: OpSet.ops(in: .generator)
+        case .resize: ["resize"]
+        case .convTranspose: ["conv_transpose"]
+        case .recurrent: ["lstm", "gru"]
+        case .batchNorm: ["batch_norm"]
+        case .instanceNorm: ["instance_norm"]
+        case .topK: ["top_k"]
+        case .gatherND: ["gather_nd"]
+        case .scatterND: ["scatter_nd"]
+        case .unary, .binary, .reference: nil
         }
     }
 

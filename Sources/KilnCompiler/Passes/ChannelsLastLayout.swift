@@ -237,20 +237,7 @@ public struct ChannelsLastLayout: CompilerPass {
         mutating func rewrite(_ op: Operation, _ unit: inout CompilationUnit) throws -> Bool {
             if op.opType == "split", let t = twin[op.inputs[0]], let axis = try? op.attributes.int("axis", 0), axis == 1 || axis == -3,
                op.inputs.dropFirst().allSatisfy({ $0.isEmpty || unit.weight($0) != nil }), op.outputs.allSatisfy({ $0.type.rank == 4 }) {
-                // Channel splits (a C2f block's halves): along axis 3 of the twin, every part a twin.
-                var o = op
-                o.inputs = [t] + op.inputs.dropFirst()
-                o.attributes["axis"] = .int(3)
-                o.outputs = op.outputs.map { v in
-                    let name = fresh("\(v.name)@nhwc")
-                    names.insert(name)
-                    let type = Walk.permuted(v.type, ChannelsLastLayout.toLast)
-                    types[name] = type
-                    twin[v.name] = name
-                    return Value(name: name, type: type)
-                }
-                out.append(o)
-                join(o.outputs.map(\.name), inputs: [t], isConvolution: false, name: op.name)
+                splitChannels(op, twin: t)
                 return true
             }
             guard op.outputs.count == 1 else { return false }
@@ -336,32 +323,56 @@ public struct ChannelsLastLayout: CompilerPass {
                 twin[y.name] = t
                 return true
             case _ where ChannelsLastLayout.binaries.contains(op.opType):
-                guard op.inputs.count == 2, y.type.rank == 4, y.type.dtype == .float32,
-                      op.inputs.contains(where: { twin[$0] != nil }) else { return false }
-                var inputs: [String] = []
-                for v in op.inputs {
-                    if let t = twin[v] { inputs.append(t); continue }
-                    if unit.weight(v) != nil, let w = try transposedWeight(v, &unit) { inputs.append(w); continue }
-                    guard let type = types[v] else { return false }
-                    if type.elementCount == 1 {
-                        inputs.append(first(v, for: op)) // a scalar broadcasts the same either way
-                        continue
-                    }
-                    // Small activations only (a squeeze-excitation's [N, C, 1, 1]): their transpose is cheap.
-                    // A tensor of run-time dims is not known to be small: it stays channels-first.
-                    let planeIsOne = type.rank == 4 && type.shape[2].size == 1 && type.shape[3].size == 1
-                    let small = planeIsOne || type.elementCount.map { n in y.type.elementCount.map { n <= $0 / 8 } ?? false } ?? false
-                    guard type.rank == 4, small, let t = last(first(v, for: op), make: true, for: op) else { return false }
-                    inputs.append(t)
-                }
-                emitLast(op, inputs: inputs)
-                return true
+                return try rewriteBinary(op, &unit)
             default:
                 guard op.inputs.count >= 1, let t = twin[op.inputs[0]], y.type.dtype == .float32,
                       let unary = UnaryFunction.of(op), op.inputs.count == 1 || unary.function == .clip else { return false }
                 emitLast(op, inputs: [t] + op.inputs.dropFirst().map { first($0, for: op) })
                 return true
             }
+        }
+
+        /// A channel split (a C2f block's halves) along axis 3 of the input's twin `t`, every part a twin.
+        mutating func splitChannels(_ op: Operation, twin t: String) {
+            var o = op
+            o.inputs = [t] + op.inputs.dropFirst()
+            o.attributes["axis"] = .int(3)
+            o.outputs = op.outputs.map { v in
+                let name = fresh("\(v.name)@nhwc")
+                names.insert(name)
+                let type = Walk.permuted(v.type, ChannelsLastLayout.toLast)
+                types[name] = type
+                twin[v.name] = name
+                return Value(name: name, type: type)
+            }
+            out.append(o)
+            join(o.outputs.map(\.name), inputs: [t], isConvolution: false, name: op.name)
+        }
+
+        /// A broadcasting binary on twins, weights transposed at compile time, scalars, or small
+        /// activations transposed at run time; false leaves it channels-first.
+        mutating func rewriteBinary(_ op: Operation, _ unit: inout CompilationUnit) throws -> Bool {
+            let y = op.outputs[0]
+            guard op.inputs.count == 2, y.type.rank == 4, y.type.dtype == .float32,
+                  op.inputs.contains(where: { twin[$0] != nil }) else { return false }
+            var inputs: [String] = []
+            for v in op.inputs {
+                if let t = twin[v] { inputs.append(t); continue }
+                if unit.weight(v) != nil, let w = try transposedWeight(v, &unit) { inputs.append(w); continue }
+                guard let type = types[v] else { return false }
+                if type.elementCount == 1 {
+                    inputs.append(first(v, for: op)) // a scalar broadcasts the same either way
+                    continue
+                }
+                // Small activations only (a squeeze-excitation's [N, C, 1, 1]): their transpose is cheap.
+                // A tensor of run-time dims is not known to be small: it stays channels-first.
+                let planeIsOne = type.rank == 4 && type.shape[2].size == 1 && type.shape[3].size == 1
+                let small = planeIsOne || type.elementCount.map { n in y.type.elementCount.map { n <= $0 / 8 } ?? false } ?? false
+                guard type.rank == 4, small, let t = last(first(v, for: op), make: true, for: op) else { return false }
+                inputs.append(t)
+            }
+            emitLast(op, inputs: inputs)
+            return true
         }
 
         /// Whether `v` is a tensor some op (or the caller, or the weights) already made.

@@ -73,6 +73,10 @@ public struct OpSchema: Sendable {
     public var unary: UnaryMap? = nil
     /// The groups the op belongs to (passes and kernel families handle groups, not op lists).
     public var groups: OpGroups = []
+    /// Inputs whose values (not only their shapes) decide the result's shape: a shape plan folds
+    /// them into constants, and an input there that depends on run-time data keeps the function
+    /// generic.
+    public var shapeInputs: [Int] = []
 
     /// The schema with `groups` added.
     func `in`(_ more: OpGroups) -> OpSchema {
@@ -107,6 +111,8 @@ public struct OpGroups: OptionSet, Sendable, Hashable {
     public static let view = OpGroups(rawValue: 1 << 5)
     /// Makes values from shapes, scalars and attributes alone (`generate` steps; folded by shape plans).
     public static let generator = OpGroups(rawValue: 1 << 6)
+    /// Runs subgraphs (`if`, `loop`, `scan`): its results' shapes are known only by running it.
+    public static let controlFlow = OpGroups(rawValue: 1 << 7)
 }
 
 /// Why an op's inputs or attributes do not fit its schema or its kernel.

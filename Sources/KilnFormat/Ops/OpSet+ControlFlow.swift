@@ -4,7 +4,7 @@
 extension OpSet {
     static let controlFlowOps: [OpSchema] = [
         op("if", ["cond", "captures"], variadic: true, outputs: 1 ... Int.max,
-           ["then_branch!": .graph, "else_branch!": .graph]) { ctx in
+           ["then_branch!": .graph, "else_branch!": .graph], groups: .controlFlow) { ctx in
             let cond = try ctx.input(0)
             guard cond.dtype == .bool, cond.fixedElementCount.map({ $0 == 1 }) ?? true else {
                 throw OpError("if needs a one-element bool condition, got \(cond)")
@@ -29,7 +29,7 @@ extension OpSet {
             }
         },
         op("loop", ["max_trip_count?", "cond?", "values"], variadic: true, outputs: 0 ... Int.max,
-           ["body!": .graph, "captures": .int]) { ctx in
+           ["body!": .graph, "captures": .int], groups: .controlFlow) { ctx in
             let body = try ctx.attributes.graph("body")
             let (carried, scans) = try loopCounts(ctx, body)
             if let m = ctx.optionalInput(0) {
@@ -55,7 +55,7 @@ extension OpSet {
         },
         op("scan", ["values"], variadic: true, outputs: 1 ... Int.max,
            ["body!": .graph, "num_scan_inputs!": .int, "captures": .int, "scan_input_axes": .ints, "scan_input_directions": .ints,
-            "scan_output_axes": .ints, "scan_output_directions": .ints]) { ctx in
+            "scan_output_axes": .ints, "scan_output_directions": .ints], groups: .controlFlow) { ctx in
             let body = try ctx.attributes.graph("body")
             let m = try ctx.attributes.int("num_scan_inputs", 0), c = try ctx.attributes.int("captures", 0)
             let n = ctx.inputs.count - m - c

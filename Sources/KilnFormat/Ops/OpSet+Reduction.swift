@@ -20,7 +20,7 @@ extension OpSet {
     static var reductionOps: [OpSchema] {
         var ops: [OpSchema] = []
         for name in reduceNames {
-            ops.append(op(name, ["x", "axes?"], ["axes": .ints, "keepdims": .int, "noop_with_empty_axes": .int]) { ctx in
+            ops.append(op(name, ["x", "axes?"], ["axes": .ints, "keepdims": .int, "noop_with_empty_axes": .int], shapeInputs: [1]) { ctx in
                 let x = try ctx.input(0)
                 let keep = try ctx.attributes.int("keepdims", 1) != 0
                 if let axes = try ctx.attributes.ints("axes") {
@@ -69,7 +69,7 @@ extension OpSet {
                 _ = try axis(ctx, default: -1, rank: x.rank)
                 return [x]
             },
-            op("top_k", ["x", "k?"], outputs: 2 ... 2, ["k": .int, "axis": .int, "largest": .int, "sorted": .int]) { ctx in
+            op("top_k", ["x", "k?"], outputs: 2 ... 2, ["k": .int, "axis": .int, "largest": .int, "sorted": .int], shapeInputs: [1]) { ctx in
                 let x = try ctx.input(0)
                 let a = try axis(ctx, default: -1, rank: x.rank)
                 var dims = x.shape

@@ -1,6 +1,9 @@
 /// Sequence and state ops (linear attention, stateful causal convolution, cache updates), and
 /// ops whose output size follows from input values (unique, nonzero).
 extension OpSet {
+    /// The state update rules of `linear_attention` (`update_rule`).
+    public static let updateRules: Set<String> = ["linear", "gated", "delta", "gated_delta"]
+
     static var sequenceOps: [OpSchema] {
         [
             // query [B, T, Hq·dk], key [B, T, Hkv·dk], value [B, T, Hkv·dv], past_state [B, Hkv, dk, dv]
@@ -13,7 +16,7 @@ extension OpSet {
                 let hq = try ctx.attributes.int("q_num_heads", 0), hkv = try ctx.attributes.int("kv_num_heads", 0)
                 guard hq >= 1, hkv >= 1, hq % hkv == 0 else { throw OpError("q_num_heads must be a positive multiple of kv_num_heads") }
                 let rule = try ctx.attributes.string("update_rule", "gated_delta")
-                guard ["linear", "gated", "delta", "gated_delta"].contains(rule) else { throw OpError("unknown update_rule '\(rule)'") }
+                guard updateRules.contains(rule) else { throw OpError("unknown update_rule '\(rule)'") }
                 let dk = k.shape[2].size.map { Dimension.size($0 / hkv) } ?? .unknown
                 let dv = v.shape[2].size.map { $0 / hkv }
                 let out = TensorType(q.dtype, [q.shape[0], q.shape[1], dv.map { .size($0 * hq) } ?? .unknown])

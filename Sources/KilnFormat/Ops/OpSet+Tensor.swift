@@ -23,6 +23,9 @@ extension OpSet {
         return a
     }
 
+    /// The interpolation modes of `resize` (`mode`).
+    public static let resizeModes: Set<String> = ["nearest", "linear", "cubic"]
+
     static var tensorOps: [OpSchema] {
         [
             op("constant", [], ["value!": .tensor], groups: .generator) { ctx in
@@ -32,7 +35,7 @@ extension OpSet {
                 }
                 return [TensorType(t.dtype, t.shape.map { .size($0) })]
             },
-            op("reshape", ["x", "shape?"], ["shape": .ints, "allowzero": .int], groups: .view) { ctx in
+            op("reshape", ["x", "shape?"], ["shape": .ints, "allowzero": .int], groups: .view, shapeInputs: [1]) { ctx in
                 let x = try ctx.input(0)
                 if let target = try ctx.attributes.ints("shape") {
                     return [TensorType(x.dtype, try reshape(x.shape, target, allowZero: try ctx.attributes.int("allowzero", 0) != 0))]
@@ -53,7 +56,7 @@ extension OpSet {
                 let a = try flattenAxis(try ctx.attributes.int("axis", 1), rank: x.rank)
                 return [TensorType(x.dtype, [product(x.shape[..<a]), product(x.shape[a...])])]
             },
-            op("squeeze", ["x", "axes?"], ["axes": .ints], groups: .view) { ctx in
+            op("squeeze", ["x", "axes?"], ["axes": .ints], groups: .view, shapeInputs: [1]) { ctx in
                 let x = try ctx.input(0)
                 if let axes = try ctx.attributes.ints("axes") {
                     let set = Set(try axes.map { try normalize(axis: $0, rank: x.rank) })
@@ -68,7 +71,7 @@ extension OpSet {
                 guard x.shape.allSatisfy({ $0.size != nil }) else { return [nil] }
                 return [TensorType(x.dtype, x.shape.filter { $0 != .size(1) })]
             },
-            op("unsqueeze", ["x", "axes?"], ["axes": .ints], groups: .view) { ctx in
+            op("unsqueeze", ["x", "axes?"], ["axes": .ints], groups: .view, shapeInputs: [1]) { ctx in
                 let x = try ctx.input(0)
                 guard let axes = try ctx.attributes.ints("axes") else {
                     return [staticLength(ctx.optionalInput(1)).map { TensorType(x.dtype, unknownDims(x.rank + $0)) }]
@@ -97,7 +100,7 @@ extension OpSet {
                 dims[a] = total.map { .size($0) } ?? .unknown
                 return [TensorType(all[0].dtype, dims)]
             },
-            op("split", ["x", "split?"], outputs: 1 ... Int.max, ["axis": .int, "split": .ints, "num_outputs": .int], groups: .copy) { ctx in
+            op("split", ["x", "split?"], outputs: 1 ... Int.max, ["axis": .int, "split": .ints, "num_outputs": .int], groups: .copy, shapeInputs: [1]) { ctx in
                 let x = try ctx.input(0)
                 let a = try axis(ctx, default: 0, rank: x.rank)
                 let n = ctx.outputCount
@@ -115,7 +118,7 @@ extension OpSet {
                     return TensorType(x.dtype, dims)
                 }
             },
-            op("slice", ["x", "starts?", "ends?", "axes?", "steps?"], ["starts": .ints, "ends": .ints, "axes": .ints, "steps": .ints], groups: .copy) { ctx in
+            op("slice", ["x", "starts?", "ends?", "axes?", "steps?"], ["starts": .ints, "ends": .ints, "axes": .ints, "steps": .ints], groups: .copy, shapeInputs: [1, 2, 3, 4]) { ctx in
                 let x = try ctx.input(0)
                 guard let starts = try ctx.attributes.ints("starts"), let ends = try ctx.attributes.ints("ends") else {
                     return [TensorType(x.dtype, unknownDims(x.rank))]
@@ -166,7 +169,7 @@ extension OpSet {
                 _ = try axis(ctx, default: 0, rank: d.rank)
                 return [d]
             },
-            op("one_hot", ["indices", "depth?", "values"], ["depth": .int, "axis": .int]) { ctx in
+            op("one_hot", ["indices", "depth?", "values"], ["depth": .int, "axis": .int], shapeInputs: [1]) { ctx in
                 let (i, v) = (try ctx.input(0), try ctx.input(2))
                 let at = try normalize(axis: try ctx.attributes.int("axis", -1), rank: i.rank + 1)
                 var dims = i.shape
@@ -189,7 +192,7 @@ extension OpSet {
                 guard !dtype.isSubByte else { throw OpError("eye_like cannot make \(dtype.rawValue)") }
                 return [TensorType(dtype, x.shape)]
             },
-            op("compress", ["x", "condition"], ["axis": .int]) { ctx in
+            op("compress", ["x", "condition"], ["axis": .int], shapeInputs: [1]) { ctx in
                 let (x, c) = (try ctx.input(0), try ctx.input(1))
                 guard c.dtype == .bool, c.rank == 1 else { throw OpError("condition must be a 1-D bool tensor") }
                 guard let a = ctx.attributes["axis"], case .int(let ax) = a else { return [TensorType(x.dtype, [.unknown])] }
@@ -197,18 +200,18 @@ extension OpSet {
                 dims[try normalize(axis: ax, rank: x.rank)] = .unknown
                 return [TensorType(x.dtype, dims)]
             },
-            op("expand", ["x", "shape?"], ["shape": .ints], groups: .copy) { ctx in
+            op("expand", ["x", "shape?"], ["shape": .ints], groups: .copy, shapeInputs: [1]) { ctx in
                 let x = try ctx.input(0)
                 if let s = try ctx.attributes.ints("shape") { return [TensorType(x.dtype, try broadcast(x.shape, s.map { .size($0) }))] }
                 return [staticLength(ctx.optionalInput(1)).map { TensorType(x.dtype, unknownDims(max($0, x.rank))) }]
             },
-            op("tile", ["x", "repeats?"], ["repeats": .ints], groups: .copy) { ctx in
+            op("tile", ["x", "repeats?"], ["repeats": .ints], groups: .copy, shapeInputs: [1]) { ctx in
                 let x = try ctx.input(0)
                 guard let r = try ctx.attributes.ints("repeats") else { return [TensorType(x.dtype, unknownDims(x.rank))] }
                 guard r.count == x.rank, r.allSatisfy({ $0 >= 0 }) else { throw OpError("repeats must have \(x.rank) non-negative entries") }
                 return [TensorType(x.dtype, zip(x.shape, r).map { d, n in d.size.map { .size($0 &* n) } ?? (n == 1 ? d : .unknown) })]
             },
-            op("pad", ["x", "pads?", "constant_value?", "axes?"], ["pads": .ints, "mode": .string, "value": .float, "axes": .ints], groups: .copy) { ctx in
+            op("pad", ["x", "pads?", "constant_value?", "axes?"], ["pads": .ints, "mode": .string, "value": .float, "axes": .ints], groups: .copy, shapeInputs: [1, 3]) { ctx in
                 let x = try ctx.input(0)
                 let mode = try ctx.attributes.string("mode", "constant")
                 guard ["constant", "reflect", "edge", "wrap"].contains(mode) else { throw OpError("unknown pad mode '\(mode)'") }
@@ -225,10 +228,10 @@ extension OpSet {
                 "mode": .string, "coordinate_transformation_mode": .string, "nearest_mode": .string,
                 "cubic_coeff_a": .float, "exclude_outside": .int, "extrapolation_value": .float,
                 "scales": .floats, "sizes": .ints, "axes": .ints, "keep_aspect_ratio_policy": .string, "antialias": .int,
-            ]) { ctx in
+            ], shapeInputs: [2, 3]) { ctx in
                 let x = try ctx.input(0)
                 let mode = try ctx.attributes.string("mode", "nearest")
-                guard ["nearest", "linear", "cubic"].contains(mode) else { throw OpError("unknown resize mode '\(mode)'") }
+                guard resizeModes.contains(mode) else { throw OpError("unknown resize mode '\(mode)'") }
                 let axes = try (try ctx.attributes.ints("axes") ?? Array(0 ..< x.rank)).map { try normalize(axis: $0, rank: x.rank) }
                 var dims = x.shape
                 if let sizes = try ctx.attributes.ints("sizes") {
@@ -274,7 +277,7 @@ extension OpSet {
                 return [TensorType(.int64, [.size(max(0, e - s))])]
             },
             op("size", ["x"], groups: .generator) { _ in [TensorType(.int64, [])] },
-            op("constant_of_shape", ["shape?"], ["value": .tensor, "shape": .ints], groups: .generator) { ctx in
+            op("constant_of_shape", ["shape?"], ["value": .tensor, "shape": .ints], groups: .generator, shapeInputs: [0]) { ctx in
                 var dtype = DataType.float32
                 if case .tensor(let t)? = ctx.attributes["value"] {
                     guard elementCount(t.shape) == 1, t.dtype.byteCount(elements: 1) == t.bytes.count else {
@@ -285,7 +288,7 @@ extension OpSet {
                 if let s = try ctx.attributes.ints("shape") { return [TensorType(dtype, s.map { .size($0) })] }
                 return [staticLength(ctx.optionalInput(0)).map { TensorType(dtype, unknownDims($0)) }]
             },
-            op("range", ["start", "limit", "delta"], groups: .generator) { ctx in
+            op("range", ["start", "limit", "delta"], groups: .generator, shapeInputs: [0, 1, 2]) { ctx in
                 let s = try ctx.input(0)
                 return [TensorType(s.dtype, [.unknown])]
             },

@@ -28,7 +28,8 @@ public enum OpSet {
     /// Builds a schema. Input names ending in `?` are optional; `attributes` maps names to
     /// kinds, with a trailing `!` on the name for required ones.
     static func op(_ name: String, onnx: String? = nil, _ inputs: [String], variadic: Bool = false, outputs: ClosedRange<Int> = 1 ... 1,
-                   _ attributes: [String: AttributeKind] = [:], groups: OpGroups = [], infer: @escaping OpSchema.Inference) -> OpSchema {
+                   _ attributes: [String: AttributeKind] = [:], groups: OpGroups = [], shapeInputs: [Int] = [],
+                   infer: @escaping OpSchema.Inference) -> OpSchema {
         var specs: [String: OpSchema.AttributeSpec] = [:]
         for (key, kind) in attributes {
             let required = key.hasSuffix("!")
@@ -37,7 +38,8 @@ public enum OpSet {
         return OpSchema(
             name: name,
             inputs: inputs.map { OpSchema.Input(name: $0.hasSuffix("?") ? String($0.dropLast()) : $0, optional: $0.hasSuffix("?")) },
-            variadic: variadic, outputCount: outputs, attributes: specs, infer: infer, onnx: onnx.map { [$0] } ?? [], groups: groups)
+            variadic: variadic, outputCount: outputs, attributes: specs, infer: infer, onnx: onnx.map { [$0] } ?? [], groups: groups,
+            shapeInputs: shapeInputs)
     }
 
     // MARK: Shape helpers

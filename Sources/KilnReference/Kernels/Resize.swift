@@ -25,7 +25,7 @@ package enum Resize {
             extrapolation: Float(try a.float("extrapolation_value", 0)),
             policy: try a.string("keep_aspect_ratio_policy", "stretch"),
             antialias: try a.int("antialias", 0) != 0)
-        guard ["nearest", "linear", "cubic"].contains(o.mode) else { throw OpError("unknown resize mode '\(o.mode)'") }
+        guard OpSet.resizeModes.contains(o.mode) else { throw OpError("unknown resize mode '\(o.mode)'") }
         guard ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize"].contains(o.transform) else {
             throw OpError("unknown coordinate_transformation_mode '\(o.transform)'")
         }

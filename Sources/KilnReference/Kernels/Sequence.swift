@@ -21,7 +21,7 @@ enum SequenceKernels {
             guard qHeads >= 1, kvHeads >= 1, qHeads % kvHeads == 0 else { throw OpError("q_num_heads must be a positive multiple of kv_num_heads") }
             scale = Float(try a.float("scale", 0))
             let rule = try a.string("update_rule", "gated_delta")
-            guard ["linear", "gated", "delta", "gated_delta"].contains(rule) else { throw OpError("unknown update_rule '\(rule)'") }
+            guard OpSet.updateRules.contains(rule) else { throw OpError("unknown update_rule '\(rule)'") }
             gated = rule.hasPrefix("gated")
             delta = rule.hasSuffix("delta")
         }

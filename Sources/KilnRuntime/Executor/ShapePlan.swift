@@ -17,16 +17,11 @@ final class Recording {
     /// Results up to this size are folded when their inputs are known.
     static let foldLimit = 1 << 20
 
-    /// Inputs of ops whose values decide the result's shape.
-    static let shapeInputs: [String: [Int]] = [
-        "reshape": [1], "expand": [1], "tile": [1], "pad": [1, 3], "resize": [2, 3], "constant_of_shape": [0],
-        "range": [0, 1, 2], "slice": [1, 2, 3, 4], "squeeze": [1], "unsqueeze": [1], "split": [1], "top_k": [1],
-        "reduce_mean": [1], "reduce_sum": [1], "reduce_max": [1], "reduce_min": [1], "reduce_prod": [1], "reduce_l2": [1],
-        "reduce_l1": [1], "reduce_sum_square": [1], "reduce_log_sum": [1], "reduce_log_sum_exp": [1], "compress": [1], "one_hot": [1],
-    ]
+    /// Inputs of ops whose values decide the result's shape (the registry's `shapeInputs`).
+    static let shapeInputs: [String: [Int]] = OpSet.schemas.compactMapValues { $0.shapeInputs.isEmpty ? nil : $0.shapeInputs }
 
     /// Ops whose result shapes only running them tells.
-    static let controlFlow: Set<String> = ["if", "loop", "scan"]
+    static let controlFlow = OpSet.ops(in: .controlFlow)
 
     init(slotCount: Int) {
         shapes = Array(repeating: nil, count: slotCount)
@@ -124,27 +119,17 @@ final class ShapePlan: @unchecked Sendable {
             rootOf[s] = root
             if root >= 0 { rootReads[root] = max(rootReads[root], lastRead[s]) }
         }
-        let elementwise: Set<KernelFamily> = [.unary, .binary]
-        // Concats along the last dim whose inputs channels-last convolutions write straight into the
-        // concat's output (rows as wide as the concat): the slot of each such input → (concat step,
-        // its first channel, the concat's width); the concat then copies only its other inputs.
+        /// A new arena buffer for slot `s` of `bytes`, live from step `i`.
+        func newRoot(_ s: Int, bytes: Int, at i: Int) {
+            rootBytes.append(bytes)
+            rootFirst.append(i)
+            rootLast.append(i)
+            rootReads.append(-1)
+            join(s, rootBytes.count - 1)
+        }
         var producer = [Int](repeating: -1, count: slotCount)
         for (i, step) in executor.steps.enumerated() { for s in step.outputs { producer[s] = i } }
-        var sliceOf: [Int: (step: Int, at: Int, width: Int)] = [:]
-        for (j, step) in executor.steps.enumerated() {
-            guard let copy = step.kernel as? CopyStep, copy.op.opType == "concat", step.outputs.count == 1, let y = operand(step.outputs[0]),
-                  y.dtype == .float32, y.shape.count >= 2, let a = try? copy.op.attributes.int("axis", 0),
-                  (try? OpSet.normalize(axis: a, rank: y.shape.count)) == y.shape.count - 1 else { continue }
-            var at = 0
-            for s in step.inputs {
-                guard s >= 0, let x = operand(s), let width = x.shape.last else { continue }
-                defer { at += width }
-                let p = producer[s]
-                guard p >= 0, executor.steps[p].kernel is ConvNHWCStep || executor.steps[p].kernel is WinogradNHWCStep, executor.steps[p].inputs.count <= 3, executor.steps[p].outputs == [s],
-                      lastRead[s] == j, step.inputs.filter({ $0 == s }).count == 1, recording.known[s] == nil, x.value == nil else { continue }
-                sliceOf[s] = (j, at, y.shape.last!)
-            }
-        }
+        let sliceOf = ShapePlan.concatSlices(executor, recording, operand: operand, producer: producer, lastRead: lastRead)
         for (i, step) in executor.steps.enumerated() {
             if step.outputs.allSatisfy({ recording.known[$0] != nil }) { continue }
             let inputs = step.inputs.map { operand($0) }
@@ -163,11 +148,7 @@ final class ShapePlan: @unchecked Sendable {
                 if let slice = sliceOf[s], let concat = executor.steps[slice.step].outputs.first, let c = operand(concat) {
                     // Written into its concat's output: that root exists from this step on.
                     if rootOf[concat] < 0 {
-                        rootBytes.append(c.byteCount)
-                        rootFirst.append(i)
-                        rootLast.append(i)
-                        rootReads.append(-1)
-                        join(concat, rootBytes.count - 1)
+                        newRoot(concat, bytes: c.byteCount, at: i)
                         location[concat] = .arena(rootOf[concat])
                     }
                     join(s, rootOf[concat])
@@ -182,27 +163,12 @@ final class ShapePlan: @unchecked Sendable {
                     outputs.append(o)
                     continue
                 }
-                // Elementwise steps may write over any input; a convolution over the residual it adds (input 3),
-                // unless the residual is its image too: windows still to be read would be overwritten.
-                let family = step.kernel.id.family
-                let residualIsImage = step.inputs.count > 3 && step.inputs[0] >= 0 && step.inputs[3] >= 0
-                    && (step.inputs[0] == step.inputs[3] || (rootOf[step.inputs[0]] >= 0 && rootOf[step.inputs[0]] == rootOf[step.inputs[3]]))
-                let candidates = step.outputs.count != 1 ? [] : elementwise.contains(family) ? Array(zip(step.inputs, inputs))
-                    : (family == .conv2dNHWC || family == .conv2dWinograd) && step.inputs.count > 3 && !residualIsImage
-                    ? [(step.inputs[3], inputs[3])] : []
-                let reuse = candidates.first { s, x in
-                    guard s >= 0, let x, rootOf[s] >= 0, x.shape == o.shape, x.dtype == o.dtype, x.value == nil else { return false }
-                    return rootReads[rootOf[s]] <= i
-                }?.0
+                let reuse = ShapePlan.reusableInput(step, inputs, o, at: i, rootOf: rootOf, rootReads: rootReads)
                 if let reuse {
                     join(s, rootOf[reuse])
                     byteOffset[s] = byteOffset[reuse]
                 } else {
-                    rootBytes.append(o.byteCount)
-                    rootFirst.append(i)
-                    rootLast.append(i)
-                    rootReads.append(-1)
-                    join(s, rootBytes.count - 1)
+                    newRoot(s, bytes: o.byteCount, at: i)
                 }
                 location[s] = .arena(rootOf[s])
                 outputs.append(o)
@@ -214,13 +180,55 @@ final class ShapePlan: @unchecked Sendable {
             }, outputs))
         }
         for s in executor.outputSlots { use(s, at: Int.max) }
-        // Offsets: largest buffers first, each at the lowest offset free over its lifetime.
-        var offsets = [Int](repeating: 0, count: rootBytes.count)
+        var (offsets, end) = ShapePlan.placeRoots(bytes: rootBytes, first: rootFirst, last: rootLast)
+        var context = BindContext(threads: executor.threads, scratchSlot: slotCount)
+        let (steps, fallbacks) = try ShapePlan.bind(planned, executor, &context)
+        scratchOffset = end
+        end += context.scratchBytes
+        arenaBytes = max(end, 64)
+        self.steps = steps
+        self.fallbacks = fallbacks
+        constants = kept + Array(executor.constants.values)
+        (fixed, arenaSlots, inputSlots) = ShapePlan.slotTable(location, byteOffset: byteOffset, offsets: offsets, constants: executor.constants)
+        outputs = try zip(executor.function.outputs, executor.outputSlots).map { arg, s in
+            guard let o = operand(s) else { throw OpError("no shape recorded for output '\(arg.name)'") }
+            return (arg.name, s, o.shape, o.dtype)
+        }
+        direct = ShapePlan.directOutputs(outputs, executor.outputSlots, location: location, byteOffset: byteOffset, rootBytes: rootBytes)
+    }
+
+    /// Concats along the last dim whose inputs channels-last convolutions write straight into the
+    /// concat's output (rows as wide as the concat): the slot of each such input → (concat step,
+    /// its first channel, the concat's width); the concat then copies only its other inputs.
+    private static func concatSlices(_ executor: FunctionExecutor, _ recording: Recording, operand: (Int) -> Operand?, producer: [Int],
+                                     lastRead: [Int]) -> [Int: (step: Int, at: Int, width: Int)] {
+        var sliceOf: [Int: (step: Int, at: Int, width: Int)] = [:]
+        for (j, step) in executor.steps.enumerated() {
+            guard let copy = step.kernel as? CopyStep, copy.op.opType == "concat", step.outputs.count == 1, let y = operand(step.outputs[0]),
+                  y.dtype == .float32, y.shape.count >= 2, let a = try? copy.op.attributes.int("axis", 0),
+                  (try? OpSet.normalize(axis: a, rank: y.shape.count)) == y.shape.count - 1 else { continue }
+            var at = 0
+            for s in step.inputs {
+                guard s >= 0, let x = operand(s), let width = x.shape.last else { continue }
+                defer { at += width }
+                let p = producer[s]
+                guard p >= 0, executor.steps[p].kernel is ConvNHWCStep || executor.steps[p].kernel is WinogradNHWCStep, executor.steps[p].inputs.count <= 3, executor.steps[p].outputs == [s],
+                      lastRead[s] == j, step.inputs.filter({ $0 == s }).count == 1, recording.known[s] == nil, x.value == nil else { continue }
+                sliceOf[s] = (j, at, y.shape.last!)
+            }
+        }
+        return sliceOf
+    }
+
+    /// Arena offsets: largest buffers first, each at the lowest offset free over its lifetime
+    /// (steps `first ... last`); also the end of the last buffer.
+    private static func placeRoots(bytes: [Int], first: [Int], last: [Int]) -> (offsets: [Int], end: Int) {
+        var offsets = [Int](repeating: 0, count: bytes.count)
         var placed: [Int] = []
-        for r in rootBytes.indices.sorted(by: { (rootBytes[$0], $1) > (rootBytes[$1], $0) }) {
-            let size = (rootBytes[r] + 63) / 64 * 64
-            let overlapping = placed.filter { rootFirst[$0] <= rootLast[r] && rootFirst[r] <= rootLast[$0] }
-                .map { (offsets[$0], (rootBytes[$0] + 63) / 64 * 64) }.sorted { $0.0 < $1.0 }
+        for r in bytes.indices.sorted(by: { (bytes[$0], $1) > (bytes[$1], $0) }) {
+            let size = (bytes[r] + 63) / 64 * 64
+            let overlapping = placed.filter { first[$0] <= last[r] && first[r] <= last[$0] }
+                .map { (offsets[$0], (bytes[$0] + 63) / 64 * 64) }.sorted { $0.0 < $1.0 }
             var offset = 0
             for (o, n) in overlapping where o < offset + size && offset < o + n {
                 offset = max(offset, o + n)
@@ -228,8 +236,12 @@ final class ShapePlan: @unchecked Sendable {
             offsets[r] = offset
             placed.append(r)
         }
-        var end = rootBytes.indices.map { offsets[$0] + (rootBytes[$0] + 63) / 64 * 64 }.max() ?? 0
-        var context = BindContext(threads: executor.threads, scratchSlot: slotCount)
+        return (offsets, bytes.indices.map { offsets[$0] + (bytes[$0] + 63) / 64 * 64 }.max() ?? 0)
+    }
+
+    /// Binds each planned step to its shapes; a step whose kernel does not fit them runs the reference kernel.
+    private static func bind(_ planned: [(index: Int, inputs: [Operand?], outputs: [Operand])], _ executor: FunctionExecutor,
+                             _ context: inout BindContext) throws -> (steps: [PlannedStep], fallbacks: [String]) {
         var steps: [PlannedStep] = []
         var fallbacks: [String] = []
         for p in planned {
@@ -243,43 +255,61 @@ final class ShapePlan: @unchecked Sendable {
                 fallbacks.append("\(step.name): \(step.kernel.id) does not fit (\(e.reason)); reference")
             }
         }
-        scratchOffset = end
-        end += context.scratchBytes
-        arenaBytes = max(end, 64)
-        self.steps = steps
-        self.fallbacks = fallbacks
-        constants = kept + Array(executor.constants.values)
-        var fixed: [(Int, UnsafeMutableRawPointer)] = []
-        var arenaSlots: [(Int, Int)] = []
-        var inputSlots: [(Int, Int, Int)] = []
-        for s in 0 ..< slotCount {
+        return (steps, fallbacks)
+    }
+
+    /// The input slot whose buffer the single output `o` of step `i` may take over: elementwise
+    /// steps may write over any input, a convolution over the residual it adds (input 3) unless
+    /// the residual is its image too (windows still to be read would be overwritten); the buffer
+    /// must have the output's shape and type and nothing may read it after step `i`.
+    private static func reusableInput(_ step: FunctionExecutor.Step, _ inputs: [Operand?], _ o: Operand, at i: Int, rootOf: [Int],
+                                      rootReads: [Int]) -> Int? {
+        let elementwise: Set<KernelFamily> = [.unary, .binary]
+        let family = step.kernel.id.family
+        let residualIsImage = step.inputs.count > 3 && step.inputs[0] >= 0 && step.inputs[3] >= 0
+            && (step.inputs[0] == step.inputs[3] || (rootOf[step.inputs[0]] >= 0 && rootOf[step.inputs[0]] == rootOf[step.inputs[3]]))
+        let candidates = step.outputs.count != 1 ? [] : elementwise.contains(family) ? Array(zip(step.inputs, inputs))
+            : (family == .conv2dNHWC || family == .conv2dWinograd) && step.inputs.count > 3 && !residualIsImage
+            ? [(step.inputs[3], inputs[3])] : []
+        return candidates.first { s, x in
+            guard s >= 0, let x, rootOf[s] >= 0, x.shape == o.shape, x.dtype == o.dtype, x.value == nil else { return false }
+            return rootReads[rootOf[s]] <= i
+        }?.0
+    }
+
+    /// Each slot's address: fixed (constants), at an offset in the arena, or at an offset in a run input.
+    private static func slotTable(_ location: [Location?], byteOffset: [Int], offsets: [Int], constants: [Int: NDArray])
+        -> (fixed: [(slot: Int, pointer: UnsafeMutableRawPointer)], arena: [(slot: Int, offset: Int)], inputs: [(slot: Int, input: Int, offset: Int)]) {
+        var fixed: [(slot: Int, pointer: UnsafeMutableRawPointer)] = []
+        var arena: [(slot: Int, offset: Int)] = []
+        var inputs: [(slot: Int, input: Int, offset: Int)] = []
+        for s in location.indices {
             switch location[s] {
             case .constant(let p)?: fixed.append((s, p + byteOffset[s]))
-            case .input(let i)?: inputSlots.append((s, i, byteOffset[s]))
-            case .arena(let r)?: arenaSlots.append((s, offsets[r] + byteOffset[s]))
+            case .input(let i)?: inputs.append((s, i, byteOffset[s]))
+            case .arena(let r)?: arena.append((s, offsets[r] + byteOffset[s]))
             case nil:
-                if let c = executor.constants[s] { fixed.append((s, c.unsafeBase)) }
+                if let c = constants[s] { fixed.append((s, c.unsafeBase)) }
             }
         }
-        self.fixed = fixed
-        self.arenaSlots = arenaSlots
-        self.inputSlots = inputSlots
-        outputs = try zip(executor.function.outputs, executor.outputSlots).map { arg, s in
-            guard let o = operand(s) else { throw OpError("no shape recorded for output '\(arg.name)'") }
-            return (arg.name, s, o.shape, o.dtype)
-        }
-        // An output that is the whole of an arena buffer no other output shares is written in
-        // place of its copy: every slot in that buffer points into the run's result array.
+        return (fixed, arena, inputs)
+    }
+
+    /// An output that is the whole of an arena buffer no other output shares is written in
+    /// place of its copy: every slot in that buffer points into the run's result array.
+    private static func directOutputs(_ outputs: [(name: String, slot: Int, shape: [Int], dtype: DataType)], _ outputSlots: [Int],
+                                      location: [Location?], byteOffset: [Int], rootBytes: [Int]) -> [[(slot: Int, offset: Int)]?] {
         var outputsPerRoot: [Int: Int] = [:]
-        for s in executor.outputSlots { if case .arena(let r)? = location[s] { outputsPerRoot[r, default: 0] += 1 } }
+        for s in outputSlots { if case .arena(let r)? = location[s] { outputsPerRoot[r, default: 0] += 1 } }
         var slotsOfRoot: [Int: [(slot: Int, offset: Int)]] = [:]
-        for s in 0 ..< slotCount { if case .arena(let r)? = location[s] { slotsOfRoot[r, default: []].append((s, byteOffset[s])) } }
-        direct = outputs.map { o in
+        for s in location.indices { if case .arena(let r)? = location[s] { slotsOfRoot[r, default: []].append((s, byteOffset[s])) } }
+        return outputs.map { o in
             guard case .arena(let r)? = location[o.slot], byteOffset[o.slot] == 0, outputsPerRoot[r] == 1, !o.dtype.isSubByte,
                   let count = elementCount(o.shape), rootBytes[r] == count * o.dtype.bitWidth / 8 else { return nil }
             return slotsOfRoot[r]
         }
     }
+
 
     /// Runs the plan on inputs of the planned shapes.
     func run(_ args: [NDArray], executor: FunctionExecutor) throws -> [String: NDArray] {

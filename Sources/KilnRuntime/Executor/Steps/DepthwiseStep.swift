@@ -65,3 +65,78 @@ struct DepthwiseStep: StepKernel, @unchecked Sendable {
         }
     }
 }
+
+/// Channels-last depthwise `conv`: weight `[kh, kw, C]`; output rows (or, for short planes,
+/// channel ranges) split across threads.
+struct DepthwiseNHWCStep: StepKernel, @unchecked Sendable {
+    typealias Kernel = @convention(c) (Int, Int, Int, UnsafePointer<Float>?, Int, Int, UnsafePointer<Float>?, Int, Int, Int, Int, Int, Int,
+                                       Int, Int, Int, Int, Int, Int, UnsafeMutablePointer<Float>?, UnsafePointer<kiln_epilogue>?) -> Void
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let weight: NDArray
+    let epilogue: kiln_epilogue
+    let window: OpSet.Window
+    let kernel: Kernel
+
+    init(id: KernelID, op: KilnFormat.Operation, weight: NDArray, epilogue: kiln_epilogue) throws {
+        guard weight.rank == 3, weight.scalarType == .float32 else {
+            throw OpError("weight is \(weight.scalarType.rawValue)\(weight.shape), expected float32 [kh, kw, C]; compile the package again")
+        }
+        self.id = id
+        self.op = op
+        self.weight = weight
+        self.epilogue = epilogue
+        window = try OpSet.Window(op.attributes, kernel: Array(weight.shape[..<2]))
+        kernel = DepthwiseNHWCStep.variant(id.isa)
+    }
+
+    static func variant(_ isa: ISA) -> Kernel {
+        #if arch(x86_64)
+        if isa == .avx512 { return kiln_f32_dwconv2d_nhwc__avx512 }
+        if isa == .avx2 { return kiln_f32_dwconv2d_nhwc__avx2 }
+        #endif
+        return kiln_f32_dwconv2d_nhwc__scalar
+    }
+
+    /// `[N, oh, ow, C]` (the reordered weight is not a conv weight the schema could read).
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
+        guard let x = inputs.first ?? nil, x.shape.count == 4 else { return nil }
+        return [([x.shape[0], window.outputSize(0, size: x.shape[1]), window.outputSize(1, size: x.shape[2]), weight.shape[2]], .float32)]
+    }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        let (kh, kw, channels) = (weight.shape[0], weight.shape[1], weight.shape[2])
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, x.shape[3] == channels else {
+            throw OpError("needs a float32 NHWC input with \(channels) channels")
+        }
+        let (batch, h, w) = (x.shape[0], x.shape[1], x.shape[2])
+        let bias = inputs.count > 2 ? inputs[2] : nil
+        if let bias { guard bias.count == channels, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(channels) channels") } }
+        let (pt, _) = window.padding(0, size: h), (pl, _) = window.padding(1, size: w)
+        let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
+        let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
+        try expectOutput(outputs, [batch, oh, ow, channels])
+        let parts = channels * oh * ow * kh * kw < 1 << 15 ? 1 : context.threads
+        // Short planes split channels (in whole 16-lane vectors), so both halves stay balanced.
+        let byChannels = oh < 4 * parts && channels >= 32 * parts
+        let chunks = parts > 1 ? workChunks(parts) : 1
+        let rowParts = byChannels ? [0 ..< oh] : splitRanges(oh, parts: chunks)
+        let channelParts = byChannels ? splitRanges(channels, parts: chunks, align: 16) : [0 ..< channels]
+        let (y, weight, base, kernel, threads) = (outputs[0], weight, epilogue, kernel, context.threads)
+        let work = rowParts.flatMap { r in channelParts.map { (r, $0) } }
+        return BoundStep { slots in
+            let px = x.floats(slots), py = y.floats(slots), pw = weight.unsafeBase.assumingMemoryBound(to: Float.self)
+            var e = base
+            e.bias = bias.map { UnsafePointer($0.floats(slots)) }
+            for image in 0 ..< batch {
+                let xi = px + image * h * w * channels, yi = py + image * oh * ow * channels
+                parallelFor(work.count, threads: threads) { i in
+                    let (r, cr) = work[i]
+                    var part = e
+                    kernel(h, w, channels, xi, kh, kw, pw, sh, sw, dh, dw, pt, pl, oh, ow, r.lowerBound, r.upperBound, cr.lowerBound,
+                           cr.upperBound, yi, &part)
+                }
+            }
+        }
+    }
+}

@@ -141,9 +141,8 @@ struct CopyStep: StepKernel {
         return offset
     }
 
-    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
-        guard let x = inputs.first ?? nil else { throw OpError("input 0 is missing") }
-        let size = x.dtype.bitWidth / 8
+    /// The strided block copies of the op (and the pad's fill value), before merging and splitting.
+    func copyBlocks(_ inputs: [Operand?], _ outputs: [Operand], x: Operand, size: Int) throws -> (blocks: [BlockCopy], fill: [UInt8]?) {
         let xs = byteStrides(x.shape, size)
         let rank = x.shape.count
         var blocks: [BlockCopy] = []
@@ -181,33 +180,7 @@ struct CopyStep: StepKernel {
             }
             guard at == x.shape[axis] else { throw OpError("split sizes cover \(at) of \(x.shape[axis])") }
         case "pad":
-            let y = outputs[0]
-            let pads = try knownIntegers(inputs.count > 1 ? inputs[1] : nil, "pads") ?? op.attributes.ints("pads") ?? []
-            let axes = try knownIntegers(inputs.count > 3 ? inputs[3] : nil, "axes") ?? op.attributes.ints("axes") ?? Array(0 ..< rank)
-            guard pads.count == 2 * axes.count else { throw OpError("pads has \(pads.count) entries for \(axes.count) axes") }
-            var begin = [Int](repeating: 0, count: rank), end = [Int](repeating: 0, count: rank)
-            for (j, a) in axes.enumerated() {
-                let axis = try OpSet.normalize(axis: a, rank: rank)
-                begin[axis] = pads[j]
-                end[axis] = pads[j + axes.count]
-            }
-            let ys = byteStrides(y.shape, size)
-            var shape = x.shape, so = 0, to = 0
-            for a in 0 ..< rank {
-                shape[a] = max(0, x.shape[a] + min(0, begin[a]) + min(0, end[a]))
-                if begin[a] >= 0 { to += begin[a] * ys[a] } else { so += -begin[a] * xs[a] }
-            }
-            var value = [UInt8](repeating: 0, count: size)
-            if inputs.count > 2, let c = inputs[2] {
-                guard let v = c.value, v.scalarType == x.dtype, v.elementCount == 1 else { throw OpError("constant_value is not a known scalar") }
-                value.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: v.contiguous().unsafeBase, byteCount: size) }
-            } else if let f = op.attributes["value"], case .float(let d) = f, d != 0 {
-                guard x.dtype == .float32 else { throw OpError("a non-zero pad value for \(x.dtype.rawValue)") }
-                var v = Float(d)
-                withUnsafeBytes(of: &v) { value = Array($0) }
-            }
-            fill = value
-            blocks = [BlockCopy(shape: shape, source: 0, sourceOffset: so, sourceStrides: xs, target: 0, targetOffset: to, targetStrides: ys)]
+            (blocks, fill) = try padBlocks(x, inputs, outputs[0], size: size)
         case "expand":
             let y = outputs[0]
             let padded = [Int](repeating: 1, count: y.shape.count - rank) + x.shape
@@ -228,38 +201,82 @@ struct CopyStep: StepKernel {
             }
             if !shape.isEmpty { blocks = [BlockCopy(shape: shape, source: 0, sourceOffset: 0, sourceStrides: ss, target: 0, targetOffset: 0, targetStrides: ts)] }
         case "depth_to_space", "space_to_depth":
-            // Both are a reshape to rank 6, a transpose and a reshape back: one strided copy.
-            let y = outputs[0]
-            guard rank == 4 else { throw OpError("needs NCHW input") }
-            let bs = try op.attributes.int("blocksize", 1)
-            let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
-            let e = size
-            if op.opType == "depth_to_space" {
-                let c2 = c / (bs * bs)
-                let crd = try op.attributes.string("mode", "DCR") == "CRD"
-                // Output [N, C', H, b1, W, b2]; input channel = DCR: (b1·b + b2)·C' + c', CRD: c'·b² + b1·b + b2.
-                let cs = crd ? bs * bs * h * w * e : h * w * e
-                let b1s = crd ? bs * h * w * e : bs * c2 * h * w * e
-                let b2s = crd ? h * w * e : c2 * h * w * e
-                blocks = [BlockCopy(shape: [n, c2, h, bs, w, bs], source: 0, sourceOffset: 0,
-                                    sourceStrides: [c * h * w * e, cs, w * e, b1s, e, b2s], target: 0, targetOffset: 0,
-                                    targetStrides: byteStrides([n, c2, h, bs, w, bs], e))]
-            } else {
-                // Output [N, b1, b2, C, H', W'] (channel (b1·b + b2)·C + c; CRD: c·b² + b1·b + b2) from input
-                // (c, h'·b + b1, w'·b + b2).
-                let (h2, w2) = (h / bs, w / bs)
-                let crd = try op.attributes.string("mode", "DCR") == "CRD"
-                let plane = h2 * w2 * e
-                blocks = [BlockCopy(shape: [n, bs, bs, c, h2, w2], source: 0, sourceOffset: 0,
-                                    sourceStrides: [c * h * w * e, w * e, e, h * w * e, bs * w * e, bs * e], target: 0, targetOffset: 0,
-                                    targetStrides: crd ? [c * bs * bs * plane, bs * plane, plane, bs * bs * plane, w2 * e, e]
-                                        : byteStrides([n, bs, bs, c, h2, w2], e))]
-            }
-            guard blocks[0].shape.reduce(1, *) == y.count else { throw OpError("block size \(bs) does not fit \(x.shape)") }
+            blocks = try depthSpaceBlocks(x, outputs[0], size: size)
         default:
             throw OpError("\(op.opType) is not a copy")
         }
-        blocks = blocks.map { $0.merged() }
+        return (blocks, fill)
+    }
+
+    /// A constant `pad`: the input copied inside the output, which starts filled with the pad value.
+    func padBlocks(_ x: Operand, _ inputs: [Operand?], _ y: Operand, size: Int) throws -> (blocks: [BlockCopy], fill: [UInt8]?) {
+        let xs = byteStrides(x.shape, size)
+        let rank = x.shape.count
+        let pads = try knownIntegers(inputs.count > 1 ? inputs[1] : nil, "pads") ?? op.attributes.ints("pads") ?? []
+        let axes = try knownIntegers(inputs.count > 3 ? inputs[3] : nil, "axes") ?? op.attributes.ints("axes") ?? Array(0 ..< rank)
+        guard pads.count == 2 * axes.count else { throw OpError("pads has \(pads.count) entries for \(axes.count) axes") }
+        var begin = [Int](repeating: 0, count: rank), end = [Int](repeating: 0, count: rank)
+        for (j, a) in axes.enumerated() {
+            let axis = try OpSet.normalize(axis: a, rank: rank)
+            begin[axis] = pads[j]
+            end[axis] = pads[j + axes.count]
+        }
+        let ys = byteStrides(y.shape, size)
+        var shape = x.shape, so = 0, to = 0
+        for a in 0 ..< rank {
+            shape[a] = max(0, x.shape[a] + min(0, begin[a]) + min(0, end[a]))
+            if begin[a] >= 0 { to += begin[a] * ys[a] } else { so += -begin[a] * xs[a] }
+        }
+        var value = [UInt8](repeating: 0, count: size)
+        if inputs.count > 2, let c = inputs[2] {
+            guard let v = c.value, v.scalarType == x.dtype, v.elementCount == 1 else { throw OpError("constant_value is not a known scalar") }
+            value.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: v.contiguous().unsafeBase, byteCount: size) }
+        } else if let f = op.attributes["value"], case .float(let d) = f, d != 0 {
+            guard x.dtype == .float32 else { throw OpError("a non-zero pad value for \(x.dtype.rawValue)") }
+            var v = Float(d)
+            withUnsafeBytes(of: &v) { value = Array($0) }
+        }
+        return ([BlockCopy(shape: shape, source: 0, sourceOffset: so, sourceStrides: xs, target: 0, targetOffset: to, targetStrides: ys)], value)
+    }
+
+    /// `depth_to_space` and `space_to_depth`: a reshape to rank 6, a transpose and a reshape back, as one strided copy.
+    func depthSpaceBlocks(_ x: Operand, _ y: Operand, size: Int) throws -> [BlockCopy] {
+        let rank = x.shape.count
+        let blocks: [BlockCopy]
+        guard rank == 4 else { throw OpError("needs NCHW input") }
+        let bs = try op.attributes.int("blocksize", 1)
+        let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+        let e = size
+        if op.opType == "depth_to_space" {
+            let c2 = c / (bs * bs)
+            let crd = try op.attributes.string("mode", "DCR") == "CRD"
+            // Output [N, C', H, b1, W, b2]; input channel = DCR: (b1·b + b2)·C' + c', CRD: c'·b² + b1·b + b2.
+            let cs = crd ? bs * bs * h * w * e : h * w * e
+            let b1s = crd ? bs * h * w * e : bs * c2 * h * w * e
+            let b2s = crd ? h * w * e : c2 * h * w * e
+            blocks = [BlockCopy(shape: [n, c2, h, bs, w, bs], source: 0, sourceOffset: 0,
+                                sourceStrides: [c * h * w * e, cs, w * e, b1s, e, b2s], target: 0, targetOffset: 0,
+                                targetStrides: byteStrides([n, c2, h, bs, w, bs], e))]
+        } else {
+            // Output [N, b1, b2, C, H', W'] (channel (b1·b + b2)·C + c; CRD: c·b² + b1·b + b2) from input
+            // (c, h'·b + b1, w'·b + b2).
+            let (h2, w2) = (h / bs, w / bs)
+            let crd = try op.attributes.string("mode", "DCR") == "CRD"
+            let plane = h2 * w2 * e
+            blocks = [BlockCopy(shape: [n, bs, bs, c, h2, w2], source: 0, sourceOffset: 0,
+                                sourceStrides: [c * h * w * e, w * e, e, h * w * e, bs * w * e, bs * e], target: 0, targetOffset: 0,
+                                targetStrides: crd ? [c * bs * bs * plane, bs * plane, plane, bs * bs * plane, w2 * e, e]
+                                    : byteStrides([n, bs, bs, c, h2, w2], e))]
+        }
+        guard blocks[0].shape.reduce(1, *) == y.count else { throw OpError("block size \(bs) does not fit \(x.shape)") }
+        return blocks
+    }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil else { throw OpError("input 0 is missing") }
+        let size = x.dtype.bitWidth / 8
+        let (unmerged, fill) = try copyBlocks(inputs, outputs, x: x, size: size)
+        let blocks = unmerged.map { $0.merged() }
         for b in blocks where b.shape.count > Int(KILN_MAX_RANK) { throw OpError("rank \(b.shape.count) is above \(KILN_MAX_RANK)") }
         // A float matrix (or a batch of them) transposed: 8 × 8 register blocks, rows split across threads.
         if size == 4, fill == nil, blocks.count == 1, let t = Transpose2D(blocks[0]) {

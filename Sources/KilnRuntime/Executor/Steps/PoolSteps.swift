@@ -74,3 +74,50 @@ struct GlobalPoolStep: StepKernel {
         }
     }
 }
+
+/// Channels-last 2-D `max_pool`/`average_pool`: output rows split across threads.
+struct Pool2DNHWCStep: StepKernel, @unchecked Sendable {
+    typealias Kernel = @convention(c) (Int32, Int32, Int, Int, Int, UnsafePointer<Float>?, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int,
+                                       Int, Int, Int, Int, UnsafeMutablePointer<Float>?) -> Void
+    let id: KernelID
+    let op: KilnFormat.Operation
+    let window: OpSet.Window
+    let kernel: Kernel
+
+    init(id: KernelID, op: KilnFormat.Operation) throws {
+        self.id = id
+        self.op = op
+        guard let shape = try op.attributes.ints("kernel_shape"), shape.count == 2 else { throw OpError("needs a 2-D kernel_shape") }
+        window = try OpSet.Window(op.attributes, kernel: shape)
+        #if arch(x86_64)
+        kernel = id.isa == .avx512 ? kiln_f32_pool2d_nhwc__avx512 : id.isa == .avx2 ? kiln_f32_pool2d_nhwc__avx2 : kiln_f32_pool2d_nhwc__scalar
+        #else
+        kernel = kiln_f32_pool2d_nhwc__scalar
+        #endif
+    }
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs, layout: .channelsLast) }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, outputs.count == 1 else { throw OpError("needs a float32 NHWC input") }
+        let (batch, h, w, c) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+        let (pt, pb) = window.padding(0, size: h), (pl, pr) = window.padding(1, size: w)
+        let oh = window.outputSize(0, size: h), ow = window.outputSize(1, size: w)
+        let (kh, kw) = (window.kernel[0], window.kernel[1])
+        let (sh, sw, dh, dw) = (window.strides[0], window.strides[1], window.dilations[0], window.dilations[1])
+        try expectOutput(outputs, [batch, oh, ow, c])
+        let isMax: Int32 = op.opType == "max_pool" ? 1 : 0
+        let countPad = Int32(try op.attributes.int("count_include_pad", 0) != 0 ? 1 : 0)
+        let parts = splitRanges(oh, parts: c * oh * ow * kh * kw < 1 << 15 ? 1 : context.threads)
+        let (y, kernel, threads) = (outputs[0], kernel, context.threads)
+        return BoundStep { slots in
+            for image in 0 ..< batch {
+                let xi = x.floats(slots) + image * h * w * c, yi = y.floats(slots) + image * oh * ow * c
+                parallelFor(parts.count, threads: threads) { i in
+                    let r = parts[i]
+                    kernel(isMax, countPad, h, w, c, xi, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow, r.lowerBound, r.upperBound, yi)
+                }
+            }
+        }
+    }
+}
