@@ -143,19 +143,10 @@ size_t kiln_f32_winograd_scratch_floats(size_t c, size_t m, size_t block) {
     size_t p_begin, size_t p_end, size_t block, const kiln_epilogue *e, float *scratch
 #define KILN_WINO_ARGS ukernel, mr, u, h, w, c, x, pt, pl, oh, ow, y, ldc, tile_begin, tile_end, p_begin, p_end, block, e, scratch
 
-static void kiln_wino_scalar(KILN_WINO_PARAMS) { kiln_wino_body(KILN_WINO_ARGS); }
+void kiln_f32_winograd__scalar(KILN_WINO_PARAMS) { kiln_wino_body(KILN_WINO_ARGS); }
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) static void kiln_wino_avx2(KILN_WINO_PARAMS) { kiln_wino_body(KILN_WINO_ARGS); }
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) static void kiln_wino_avx512(KILN_WINO_PARAMS) {
+__attribute__((target("avx2,fma"))) void kiln_f32_winograd__avx2(KILN_WINO_PARAMS) { kiln_wino_body(KILN_WINO_ARGS); }
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) void kiln_f32_winograd__avx512(KILN_WINO_PARAMS) {
     kiln_wino_body(KILN_WINO_ARGS);
 }
 #endif
-
-void kiln_f32_conv3x3_winograd(int isa, KILN_WINO_PARAMS) {
-#if defined(__x86_64__)
-    if (isa == KILN_ISA_AVX512) { kiln_wino_avx512(KILN_WINO_ARGS); return; }
-    if (isa == KILN_ISA_AVX2) { kiln_wino_avx2(KILN_WINO_ARGS); return; }
-#endif
-    (void)isa;
-    kiln_wino_scalar(KILN_WINO_ARGS);
-}

@@ -256,14 +256,7 @@ final class KernelTests: XCTestCase {
     /// Channels-last pooling in every vector variant against a direct loop: max (NaN wins) and
     /// average (padding counted or not), channel counts around the 4-vector blocks and the tail.
     func testPool2DNHWCVariants() {
-        typealias Pool = @convention(c) (Int32, Int32, Int, Int, Int, UnsafePointer<Float>?, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int,
-                                         Int, Int, Int, Int, UnsafeMutablePointer<Float>?) -> Void
-        var variants: [(String, Pool)] = [("scalar", kiln_f32_pool2d_nhwc__scalar)]
-        #if arch(x86_64)
-        for (isa, kernel) in [(ISA.avx2, kiln_f32_pool2d_nhwc__avx2 as Pool), (ISA.avx512, kiln_f32_pool2d_nhwc__avx512 as Pool)] {
-            if isa.isRunnableOnHost { variants.append((isa.rawValue, kernel)) } else { print("skipped: pool2d_nhwc__\(isa.rawValue) (this CPU lacks \(isa.rawValue))") }
-        }
-        #endif
+        let variants = vectorVariants(Int32(KILN_VECTOR_POOL2D_NHWC), "f32_pool2d_nhwc").map { ($0.isa.rawValue, $0.config.pool2dNHWC) }
         var rng = Rng(state: 9)
         for (h, w, c, k, s, p) in [(7, 6, 3, 3, 2, 1), (5, 5, 37, 3, 1, 1), (6, 7, 70, 5, 1, 2), (4, 4, 129, 2, 2, 0)] {
             let oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1

@@ -59,11 +59,7 @@ final class UnaryRegistryTests: XCTestCase {
     }
 
     func testUnaryKernelsMatchTheRegistryFormulas() throws {
-        typealias Kernel = @convention(c) (Int32, Int, UnsafePointer<Float>?, UnsafeMutablePointer<Float>?, Float, Float) -> Void
-        var variants: [(String, Kernel)] = [("scalar", kiln_f32_unary__scalar)]
-        #if arch(x86_64)
-        if ISA.avx2.isRunnableOnHost { variants.append(("avx2", kiln_f32_unary__avx2)) } else { print("skipped: f32_unary__avx2 (this CPU lacks avx2)") }
-        #endif
+        let variants = vectorVariants(Int32(KILN_VECTOR_UNARY), "f32_unary").map { ($0.isa.rawValue, $0.config.unary) }
         for (op, map, attributes) in cases {
             let call = try map.call(attributes), exact = try map.formula(attributes)
             let f = try XCTUnwrap(UnaryFunction(named: call.function), op)

@@ -32,7 +32,7 @@ final class VectorKernelTests: XCTestCase {
 
     func testUnaryVariants() {
         for isa in variants(.unary) {
-            let (scalar, vector) = (UnaryStep.variant(.scalar), UnaryStep.variant(isa))
+            let (scalar, vector) = (VectorConfig(.scalar).unary, VectorConfig(isa).unary)
             for f in UnaryFunction.all {
                 for n in Self.sizes {
                     let x = values(n, Double(n))
@@ -47,7 +47,7 @@ final class VectorKernelTests: XCTestCase {
 
     func testBinaryVariants() {
         for isa in variants(.binary) {
-            let (scalar, vector) = (BinaryStep.variant(.scalar), BinaryStep.variant(isa))
+            let (scalar, vector) = (VectorConfig(.scalar).binaryND, VectorConfig(isa).binaryND)
             for (name, code) in BinaryStep.codes.sorted(by: { $0.key < $1.key }) where !["and", "or", "xor"].contains(name) {
                 for n in Self.sizes {
                     // [3, n] against [n] (row broadcast), [3, 1] (column) and itself read with stride 2.
@@ -104,7 +104,7 @@ final class VectorKernelTests: XCTestCase {
     func testPoolVariants() {
         let shapes = Self.windows
         for isa in variants(.pool2d) {
-            let (scalar, vector) = (Pool2DStep.variant(.scalar), Pool2DStep.variant(isa))
+            let (scalar, vector) = (VectorConfig(.scalar).pool2d, VectorConfig(isa).pool2d)
             for (c, h, w, k, s, d, p) in shapes {
                 let oh = (h + 2 * p - (k - 1) * d - 1) / s + 1, ow = (w + 2 * p - (k - 1) * d - 1) / s + 1
                 let x = values(c * h * w, 1)
@@ -126,7 +126,7 @@ final class VectorKernelTests: XCTestCase {
     func testDepthwiseVariants() {
         let shapes = Self.windows + Self.depthwiseWindows
         for isa in variants(.depthwise) {
-            let (scalar, vector) = (DepthwiseStep.variant(.scalar), DepthwiseStep.variant(isa))
+            let (scalar, vector) = (VectorConfig(.scalar).dwconv2d, VectorConfig(isa).dwconv2d)
             for (c, h, w, k, s, d, p) in shapes {
                 let oh = (h + 2 * p - (k - 1) * d - 1) / s + 1, ow = (w + 2 * p - (k - 1) * d - 1) / s + 1
                 let x = values(c * h * w, 2), weight = values(c * k * k, 3), bias = values(c, 4)

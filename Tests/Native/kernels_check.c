@@ -78,21 +78,28 @@ int main(void) {
         check_extremes(g->name);
         check_q_ukernel(g->name);
     }
-    check_dwconv_nhwc("f32_dwconv2d_nhwc__scalar", kiln_f32_dwconv2d_nhwc__scalar, 0);
-    check_winograd("f32_gemm_4x8__scalar", KILN_ISA_SCALAR);
-    check_lstm_gates("f32_lstm_gates__scalar", kiln_f32_lstm_gates__scalar, 0);
-    check_gru_gates("f32_gru_gates__scalar", kiln_f32_gru_gates__scalar, kiln_f32_gru_reset__scalar, 0);
-#if defined(__x86_64__)
-    check_dwconv_nhwc("f32_dwconv2d_nhwc__avx2", kiln_f32_dwconv2d_nhwc__avx2, KILN_CPU_X86_V3);
-    check_dwconv_nhwc("f32_dwconv2d_nhwc__avx512", kiln_f32_dwconv2d_nhwc__avx512, KILN_CPU_X86_V4);
-    check_winograd("f32_gemm_6x16__avx2", KILN_ISA_AVX2);
-    check_winograd("f32_gemm_8x32__avx512", KILN_ISA_AVX512);
-    check_lstm_gates("f32_lstm_gates__avx2", kiln_f32_lstm_gates__avx2, KILN_CPU_X86_V3);
-    check_lstm_gates("f32_lstm_gates__avx512", kiln_f32_lstm_gates__avx512, KILN_CPU_X86_V4);
-    check_gru_gates("f32_gru_gates__avx2", kiln_f32_gru_gates__avx2, kiln_f32_gru_reset__avx2, KILN_CPU_X86_V3);
-    check_gru_gates("f32_gru_gates__avx512", kiln_f32_gru_gates__avx512, kiln_f32_gru_reset__avx512, KILN_CPU_X86_V4);
-#elif defined(__aarch64__)
-    check_winograd("f32_gemm_4x8__neon", KILN_ISA_SCALAR);
+    // Every vector row of kiln_vector.inc built here, through its ISA's config (a host without
+    // the ISA is skipped by each check); Winograd's transforms with each GEMM tile of their ISA.
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const kiln_vector_config *v = kiln_vector_config_of(isa);
+        const uint32_t needs = kiln_isa_features(isa);
+        char name[64];
+        if (kiln_vector_built(KILN_VECTOR_DWCONV2D_NHWC, isa)) {
+            snprintf(name, sizeof name, "f32_dwconv2d_nhwc__%s", kiln_isa_name(isa));
+            check_dwconv_nhwc(name, v->dwconv2d_nhwc, needs);
+        }
+        if (kiln_vector_built(KILN_VECTOR_RECURRENT, isa)) {
+            snprintf(name, sizeof name, "f32_lstm_gates__%s", kiln_isa_name(isa));
+            check_lstm_gates(name, v->lstm_gates, needs);
+            snprintf(name, sizeof name, "f32_gru_gates__%s", kiln_isa_name(isa));
+            check_gru_gates(name, v->gru_gates, v->gru_reset, needs);
+        }
+    }
+    for (size_t i = 0; i < kiln_gemm_config_count(); i++) {
+        const kiln_gemm_config *g = kiln_gemm_config_at(i);
+        if (g->f32) check_winograd(g->name, g->isa);
+    }
+#if defined(__aarch64__)
     if (!(kiln_cpu_features() & KILN_CPU_NEON)) printf("error: an arm64 CPU without NEON\n"), failures++;
 #endif
     printf("%d cases, %d failures\n", cases, failures);

@@ -134,14 +134,14 @@ void check_winograd(const char *ukernel, int isa) {
                     kiln_unary_apply(e.activation, m, o, o, 0, 0, 1);
                 }
             const size_t half = panels / 2;
+            const kiln_f32_winograd_fn winograd = kiln_vector_config_of(isa)->winograd;
             if (variant == 2) {
                 for (size_t p = 0; p < panels; p++)
-                    kiln_f32_conv3x3_winograd(isa, fn, kmr, b, h, w, c, x, pad, pad, oh, ow, y, ldc, 0, tiles, p, p + 1, tiles, &e, scratch);
+                    winograd(fn, kmr, b, h, w, c, x, pad, pad, oh, ow, y, ldc, 0, tiles, p, p + 1, tiles, &e, scratch);
             } else {
-                kiln_f32_conv3x3_winograd(isa, fn, kmr, b, h, w, c, x, pad, pad, oh, ow, y, ldc, 0, tiles, 0, half, block, &e, scratch);
-                kiln_f32_conv3x3_winograd(isa, fn, kmr, b, h, w, c, x, pad, pad, oh, ow, y, ldc, 0, tiles / 2, half, panels, block, &e, scratch);
-                kiln_f32_conv3x3_winograd(isa, fn, kmr, b, h, w, c, x, pad, pad, oh, ow, y, ldc, tiles / 2, tiles, half, panels, block, &e,
-                                          scratch);
+                winograd(fn, kmr, b, h, w, c, x, pad, pad, oh, ow, y, ldc, 0, tiles, 0, half, block, &e, scratch);
+                winograd(fn, kmr, b, h, w, c, x, pad, pad, oh, ow, y, ldc, 0, tiles / 2, half, panels, block, &e, scratch);
+                winograd(fn, kmr, b, h, w, c, x, pad, pad, oh, ow, y, ldc, tiles / 2, tiles, half, panels, block, &e, scratch);
             }
             cases++;
             for (size_t i = 0; i < oh * ow * ldc; i++) {

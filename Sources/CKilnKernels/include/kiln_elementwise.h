@@ -13,12 +13,8 @@ extern "C" {
 
 // MARK: Elementwise, normalization, pooling (C the compiler vectorizes, built once per ISA)
 
-/// The ISAs the vectorized families are built for; every family has `__scalar`.
-#if defined(__x86_64__)
-#define KILN_VECTOR_ISAS(X) X(scalar) X(avx2)
-#else
-#define KILN_VECTOR_ISAS(X) X(scalar)
-#endif
+// The vector families' entry points (unary, binary, normalization, pooling, depthwise) are
+// declared from their rows in kiln_vector.inc (kiln_vector.h).
 
 /// Binary ops (kiln_binary.inc): arithmetic (float32 and int64/int32), comparisons (bool out), logic (bool).
 #define KILN_BINARY(NAME, name, code) KILN_BINARY_##NAME = code,
@@ -37,22 +33,11 @@ enum { KILN_DT_F32 = 1, KILN_DT_I64 = 2, KILN_DT_I32 = 3, KILN_DT_BOOL = 4, KILN
 /// Up to this many dims in the strided kernels (callers merge dims first).
 #define KILN_MAX_RANK 8
 
-void kiln_f32_unary__scalar(int op, size_t n, const float *x, float *y, float alpha, float beta);
-#if defined(__x86_64__)
-void kiln_f32_unary__avx2(int op, size_t n, const float *x, float *y, float alpha, float beta);
-#endif
 /// y[o, i] = x[o, i] (op) z[o, i], with strides 0 for broadcast operands: x advances by
 /// (xo, xi) per (outer, inner) step, z by (zo, zi).
 void kiln_f32_binary__scalar(int op, size_t outer, size_t inner, const float *x, size_t xo, size_t xi,
                              const float *z, size_t zo, size_t zi, float *y);
 
-/// Broadcasting binary op over `rank` dims (strides in elements, 0 where broadcast; y contiguous).
-/// `dtype` is the operands' type; comparisons and logic write bool (one byte).
-#define KILN_DECLARE_BINARY_ND(isa) \
-    void kiln_binary_nd__##isa(int op, int dtype, size_t rank, const size_t *shape, const void *x, const ptrdiff_t *xs, \
-                               const void *z, const ptrdiff_t *zs, void *y);
-KILN_VECTOR_ISAS(KILN_DECLARE_BINARY_ND)
-#undef KILN_DECLARE_BINARY_ND
 
 /// y = cond ? x : z with broadcasting (strides in elements), elements of `size` bytes.
 void kiln_where_nd__scalar(size_t size, size_t rank, const size_t *shape, const uint8_t *c, const ptrdiff_t *cs,
@@ -77,21 +62,6 @@ enum {
 int kiln_reduce_code(const char *name);
 /// Softmax-like maps over the middle axis of [outer, n, inner].
 enum { KILN_SOFTMAX = 1, KILN_LOG_SOFTMAX = 2 };
-#define KILN_DECLARE_NORM(isa) \
-    void kiln_f32_reduce__##isa(int op, size_t outer, size_t n, size_t inner, const float *x, float *y); \
-    void kiln_f32_softmax_nd__##isa(int op, size_t outer, size_t n, size_t inner, const float *x, float *y); \
-    void kiln_f32_layer_norm__##isa(size_t rows, size_t n, const float *x, const float *gamma, const float *beta, \
-                                    float epsilon, float *y); \
-    void kiln_f32_attention__##isa(size_t sq, size_t skv, size_t d, size_t dv, size_t h_begin, size_t h_end, const float *q, \
-                                   size_t q_row, const float *k, size_t kv_row, const float *v, size_t v_row, const float *mask, \
-                                   size_t mask_h, size_t mask_i, float scale, float *y, size_t y_row, float *scratch);
-/// kiln_f32_attention: heads [h_begin, h_end) of one batch entry over 3-D inputs (rows q_row, kv_row,
-/// v_row, y_row floats apart; head h at column h·d, or h·dv for values and output):
-/// softmax_j(scale · q_i·k_j + mask[h·mask_h + i·mask_i + j]) · v, mask NULL for none; a row whose
-/// best score is −∞ gives zeros. `scratch` holds w · (d + 1) floats, w = skv rounded up to 16 (a row of
-/// scores, the head's keys transposed).
-KILN_VECTOR_ISAS(KILN_DECLARE_NORM)
-#undef KILN_DECLARE_NORM
 /// argmax/argmin over the middle axis of [outer, n, inner] (first or last index of the extreme).
 void kiln_f32_arg_reduce__scalar(int largest, int select_last, size_t outer, size_t n, size_t inner, const float *x, int64_t *y);
 
@@ -100,40 +70,15 @@ void kiln_f32_arg_reduce__scalar(int largest, int select_last, size_t outer, siz
 size_t kiln_gather__scalar(size_t size, size_t outer, size_t n, size_t inner, const void *x, const int64_t *indices,
                            size_t count, void *y);
 
-/// 2-D max or average pooling of [channels, h, w] images with padding (top, left, bottom, right), strides, dilations.
-/// `count_pad`: averages divide by the full window (padding counted), else by the cells inside.
-#define KILN_DECLARE_POOL(isa) \
-    void kiln_f32_pool2d__##isa(int max, int count_pad, size_t channels, size_t h, size_t w, const float *x, size_t kh, \
-                                size_t kw, size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl, size_t pb, \
-                                size_t pr, size_t oh, size_t ow, float *y);
-KILN_VECTOR_ISAS(KILN_DECLARE_POOL)
-#undef KILN_DECLARE_POOL
 
 void kiln_f32_global_average_pool__scalar(size_t channels, size_t n, const float *x, float *y);
 void kiln_f32_global_max_pool__scalar(size_t channels, size_t n, const float *x, float *y);
-/// Depthwise 2-D convolution over one image in CHW layout, with the epilogue. `scratch` holds
-/// `kiln_f32_dwconv2d_scratch_floats` floats (NULL takes a slower path that needs none).
-void kiln_f32_dwconv2d__scalar(size_t channels, size_t h, size_t w, const float *x,
-                               size_t kh, size_t kw, const float *weight,
-                               size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
-                               size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch);
 #if defined(__x86_64__)
-/// AVX2 reads narrow planes in place like AVX-512 (outputs up to 16 wide, or 32 at stride 2; up to
-/// 7 taps wide) and takes the padded-plane path, `kiln_f32_dwconv2d_padded__avx2`, otherwise.
+/// AVX2's depthwise convolution of wide planes (kiln_vector.h, DWCONV2D) pads them first.
 void kiln_f32_dwconv2d_padded__avx2(size_t channels, size_t h, size_t w, const float *x,
                                     size_t kh, size_t kw, const float *weight,
                                     size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
                                     size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch);
-void kiln_f32_dwconv2d__avx2(size_t channels, size_t h, size_t w, const float *x,
-                             size_t kh, size_t kw, const float *weight,
-                             size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
-                             size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch);
-/// The AVX-512 variant reads the planes in place (masked loads for the padding) and needs no scratch
-/// for strides 1 and 2.
-void kiln_f32_dwconv2d__avx512(size_t channels, size_t h, size_t w, const float *x,
-                               size_t kh, size_t kw, const float *weight,
-                               size_t sh, size_t sw, size_t dh, size_t dw, size_t pt, size_t pl,
-                               size_t oh, size_t ow, float *y, const kiln_epilogue *e, float *scratch);
 #endif
 
 #ifdef __cplusplus

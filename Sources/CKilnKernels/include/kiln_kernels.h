@@ -15,6 +15,7 @@
 #include "kiln_gemm.h"
 #include "kiln_elementwise.h"
 #include "kiln_nhwc.h"
+#include "kiln_vector.h"
 #include "kiln_kmeans.h"
 
 #endif

@@ -170,14 +170,13 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     }
 
     /// The ISAs this family is built for, on any host (C variants and their Swift bindings).
+    /// Tiled families have a kernel per GEMM microkernel; vector families one per row of
+    /// `kiln_vector.inc`; the others are scalar only.
     public var isas: [ISA] {
-        switch self {
-        case .gemm, .conv2d, .conv2dNCHW, .conv2dNHWC, .conv2dWinograd, .matmul, .convTranspose, .recurrent: return ISA.allCases
-        case .depthwise, .depthwiseNHWC, .pool2dNHWC: return [.scalar, .avx2, .avx512]
-        case .unary, .binary, .softmax, .layerNorm, .attention, .reduce, .pool2d: return [.scalar, .avx2]
-        case .reference: return []
-        default: return [.scalar]
-        }
+        if self == .reference { return [] }
+        if isTiled { return ISA.allCases }
+        if let library = VectorConfig.library(of: self) { return VectorConfig.isas(ofLibrary: library) }
+        return [.scalar]
     }
 }
 

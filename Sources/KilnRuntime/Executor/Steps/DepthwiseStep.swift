@@ -19,16 +19,7 @@ struct DepthwiseStep: StepKernel, @unchecked Sendable {
         self.weight = weight
         self.epilogue = epilogue
         self.window = window
-        kernel = DepthwiseStep.variant(id.isa)
-    }
-
-    /// The C variant of an ISA (scalar, AVX2, AVX-512).
-    static func variant(_ isa: ISA) -> Kernel {
-        #if arch(x86_64)
-        if isa == .avx512 { return kiln_f32_dwconv2d__avx512 }
-        if isa == .avx2 { return kiln_f32_dwconv2d__avx2 }
-        #endif
-        return kiln_f32_dwconv2d__scalar
+        kernel = VectorConfig(id.isa).dwconv2d
     }
 
     func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
@@ -87,15 +78,7 @@ struct DepthwiseNHWCStep: StepKernel, @unchecked Sendable {
         self.weight = weight
         self.epilogue = epilogue
         window = try OpSet.Window(op.attributes, kernel: Array(weight.shape[..<2]))
-        kernel = DepthwiseNHWCStep.variant(id.isa)
-    }
-
-    static func variant(_ isa: ISA) -> Kernel {
-        #if arch(x86_64)
-        if isa == .avx512 { return kiln_f32_dwconv2d_nhwc__avx512 }
-        if isa == .avx2 { return kiln_f32_dwconv2d_nhwc__avx2 }
-        #endif
-        return kiln_f32_dwconv2d_nhwc__scalar
+        kernel = VectorConfig(id.isa).dwconv2dNHWC
     }
 
     /// `[N, oh, ow, C]` (the reordered weight is not a conv weight the schema could read).

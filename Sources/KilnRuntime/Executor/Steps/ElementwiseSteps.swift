@@ -64,15 +64,7 @@ struct UnaryStep: StepKernel, @unchecked Sendable {
         self.op = op
         application = UnaryFunction.of(op)
         guard application != nil || op.opType == "clip" else { throw OpError("\(op.opType) is not a unary function") }
-        kernel = UnaryStep.variant(id.isa)
-    }
-
-    /// The C variant of an ISA (`KILN_VECTOR_ISAS`).
-    static func variant(_ isa: ISA) -> Kernel {
-        #if arch(x86_64)
-        if isa == .avx2 { return kiln_f32_unary__avx2 }
-        #endif
-        return kiln_f32_unary__scalar
+        kernel = VectorConfig(id.isa).unary
     }
 
     func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
@@ -128,15 +120,7 @@ struct BinaryStep: StepKernel, @unchecked Sendable {
         self.id = id
         self.op = op
         self.code = code
-        kernel = BinaryStep.variant(id.isa)
-    }
-
-    /// The C variant of an ISA (`KILN_VECTOR_ISAS`).
-    static func variant(_ isa: ISA) -> Kernel {
-        #if arch(x86_64)
-        if isa == .avx2 { return kiln_binary_nd__avx2 }
-        #endif
-        return kiln_binary_nd__scalar
+        kernel = VectorConfig(id.isa).binaryND
     }
 
     func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }

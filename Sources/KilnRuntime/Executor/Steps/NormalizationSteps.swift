@@ -16,15 +16,8 @@ struct NormalizationKernels {
     let attention: Attention
 
     init(_ isa: ISA) {
-        #if arch(x86_64)
-        if isa == .avx2 {
-            (reduce, softmax, layerNorm, attention) = (kiln_f32_reduce__avx2, kiln_f32_softmax_nd__avx2, kiln_f32_layer_norm__avx2,
-                                                       kiln_f32_attention__avx2)
-            return
-        }
-        #endif
-        (reduce, softmax, layerNorm, attention) = (kiln_f32_reduce__scalar, kiln_f32_softmax_nd__scalar, kiln_f32_layer_norm__scalar,
-                                                   kiln_f32_attention__scalar)
+        let vector = VectorConfig(isa)
+        (reduce, softmax, layerNorm, attention) = (vector.reduce, vector.softmax, vector.layerNorm, vector.attention)
     }
 }
 

@@ -16,15 +16,7 @@ struct Pool2DStep: StepKernel, @unchecked Sendable {
         self.op = op
         guard let shape = try op.attributes.ints("kernel_shape"), shape.count == 2 else { throw OpError("needs a 2-D kernel_shape") }
         window = try OpSet.Window(op.attributes, kernel: shape)
-        kernel = Pool2DStep.variant(id.isa)
-    }
-
-    /// The C variant of an ISA (`KILN_VECTOR_ISAS`).
-    static func variant(_ isa: ISA) -> Kernel {
-        #if arch(x86_64)
-        if isa == .avx2 { return kiln_f32_pool2d__avx2 }
-        #endif
-        return kiln_f32_pool2d__scalar
+        kernel = VectorConfig(id.isa).pool2d
     }
 
     func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
@@ -89,11 +81,7 @@ struct Pool2DNHWCStep: StepKernel, @unchecked Sendable {
         self.op = op
         guard let shape = try op.attributes.ints("kernel_shape"), shape.count == 2 else { throw OpError("needs a 2-D kernel_shape") }
         window = try OpSet.Window(op.attributes, kernel: shape)
-        #if arch(x86_64)
-        kernel = id.isa == .avx512 ? kiln_f32_pool2d_nhwc__avx512 : id.isa == .avx2 ? kiln_f32_pool2d_nhwc__avx2 : kiln_f32_pool2d_nhwc__scalar
-        #else
-        kernel = kiln_f32_pool2d_nhwc__scalar
-        #endif
+        kernel = VectorConfig(id.isa).pool2dNHWC
     }
 
     func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs, layout: .channelsLast) }

@@ -113,22 +113,9 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
             return b
         }
         let (mr, ukernel, scratchSlot, reverseOnly, lbr) = (tile.mr, ukernel, context.scratchSlot, reverseOnly, linearBeforeReset)
-        // The LSTM cell update in the step's vector ISA.
-        var lstmGates = kiln_f32_lstm_gates__scalar
-        #if arch(x86_64)
-        if id.isa == .avx512 { lstmGates = kiln_f32_lstm_gates__avx512 } else if id.isa == .avx2 { lstmGates = kiln_f32_lstm_gates__avx2 }
-        #endif
-        let cellUpdate = lstmGates
-        // The GRU gates in the same ISA.
-        var gruGatesKernel = kiln_f32_gru_gates__scalar, gruResetKernel = kiln_f32_gru_reset__scalar
-        #if arch(x86_64)
-        if id.isa == .avx512 {
-            (gruGatesKernel, gruResetKernel) = (kiln_f32_gru_gates__avx512, kiln_f32_gru_reset__avx512)
-        } else if id.isa == .avx2 {
-            (gruGatesKernel, gruResetKernel) = (kiln_f32_gru_gates__avx2, kiln_f32_gru_reset__avx2)
-        }
-        #endif
-        let (gruGates, gruReset) = (gruGatesKernel, gruResetKernel)
+        // The LSTM cell update and the GRU gates in the step's vector ISA.
+        let vector = VectorConfig(id.isa)
+        let (cellUpdate, gruGates, gruReset) = (vector.lstmGates, vector.gruGates, vector.gruReset)
         let (packedW, packedR, packedRh, biasX, biasR, peepholes) = (packedW, packedR, packedRh, biasX, biasR, peepholes)
         return BoundStep { slots in
             let y = outputs.first.map { $0.floats(slots) }

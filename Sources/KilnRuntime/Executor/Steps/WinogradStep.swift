@@ -2,9 +2,9 @@
 import KilnCompiler
 import KilnFormat
 
-/// Channels-last 3×3 stride-1 `conv` by Winograd F(2×2, 3×3) (`kiln_f32_conv3x3_winograd`): the
-/// output's 2×2 tiles split across threads in blocks whose transformed patches and products stay
-/// in cache, 16 GEMMs per block on the compile-time transformed weight `[16, panels, C, nr]`;
+/// Channels-last 3×3 stride-1 `conv` by Winograd F(2×2, 3×3) (the `winograd` entry of its ISA's
+/// vector config): the output's 2×2 tiles split across threads in blocks whose transformed
+/// patches and products stay in cache, 16 GEMMs per block on the compile-time transformed weight `[16, panels, C, nr]`;
 /// bias, a fused residual and the activation applied by the output transform.
 struct WinogradNHWCStep: StepKernel, @unchecked Sendable {
     let id: KernelID
@@ -89,7 +89,7 @@ struct WinogradNHWCStep: StepKernel, @unchecked Sendable {
         let scratchFloats = kiln_f32_winograd_scratch_floats(c, m, block)
         let chunkBytes = (scratchFloats * 4 + 63) / 64 * 64
         context.scratch(chunkBytes * max(chunks.count, 1))
-        let isa = id.isa.code
+        let winograd = VectorConfig(id.isa).winograd
         let (gemms, ukernel, mr, base, scratchSlot) = (gemms, ukernel, mr, epilogue, context.scratchSlot)
         return BoundStep { slots in
             guard tiles > 0, m > 0 else { return }
@@ -103,8 +103,8 @@ struct WinogradNHWCStep: StepKernel, @unchecked Sendable {
                         var part = e
                         let local = (scratch + i * chunkBytes).assumingMemoryBound(to: Float.self)
                         let (t, p) = chunks[i]
-                        kiln_f32_conv3x3_winograd(isa, ukernel, mr, u.baseAddress, h, w, c, xi, pt, pl, oh, ow, yi, ldc,
-                                                  t.lowerBound, t.upperBound, p.lowerBound, p.upperBound, block, &part, local)
+                        winograd(ukernel, mr, u.baseAddress, h, w, c, xi, pt, pl, oh, ow, yi, ldc,
+                                 t.lowerBound, t.upperBound, p.lowerBound, p.upperBound, block, &part, local)
                     }
                 }
             }
