@@ -137,6 +137,55 @@ final class PassTests: XCTestCase {
         XCTAssertEqual(config(unit, "conv").activation?.function, "silu")
     }
 
+    /// Three matmuls of one input through weights of one depth (with biases) become one GEMM over
+    /// the weights side by side and one split; a matmul of another depth and one with a fused
+    /// activation stay; every value is what the unfused graph computed.
+    func testProjectionFusion() throws {
+        var b = ModelBuilder(name: "qkv")
+        let wq = try b.addWeight("wq", shape: [6, 4], values: values(24, 1))
+        let wk = try b.addWeight("wk", shape: [6, 5], values: values(30, 2))
+        let wv = try b.addWeight("wv", shape: [6, 3], values: values(18, 3))
+        let other = try b.addWeight("other", shape: [4, 2], values: values(8, 4))
+        let gated = try b.addWeight("gated", shape: [6, 2], values: values(12, 5))
+        let biases = try [("bq", 4), ("bk", 5), ("bv", 3)].enumerated().map { i, p in try b.addWeight(p.0, shape: [p.1], values: values(p.1, Double(6 + i))) }
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [2, 6]))
+        // As exported: matmul, then the bias added (epilogue fusion makes it the matmul's third input).
+        func projection(_ w: ValueRef, _ bias: ValueRef, _ name: String) throws -> ValueRef {
+            try f.apply1("add", [try f.apply1("matmul", [x, w], name: name), bias], name: "\(name).bias")
+        }
+        let q = try projection(f.use(wq), f.use(biases[0]), "q")
+        let k = try projection(f.use(wk), f.use(biases[1]), "k")
+        let v = try projection(f.use(wv), f.use(biases[2]), "v")
+        let g = try f.apply1("relu", [try f.apply1("matmul", [x, f.use(gated)], name: "g")], name: "g.relu")
+        f.output("q", q)
+        f.output("k", k)
+        f.output("v", v)
+        f.output("o", try f.apply1("matmul", [q, f.use(other)], name: "o"))
+        f.output("g", g)
+        try b.add(f)
+        let model = try b.build()
+        var unit = CompilationUnit(model: model, arch: x86)
+        try EpilogueFusion().apply(to: &unit)
+        XCTAssertEqual(unit.model.functions[0].operations.map(\.opType), ["matmul", "matmul", "matmul", "matmul", "matmul"])
+        try ProjectionFusion().apply(to: &unit)
+        let ops = unit.model.functions[0].operations
+        XCTAssertEqual(ops.map(\.opType), ["matmul", "split", "matmul", "matmul"])
+        XCTAssertEqual(ops[1].outputs.map(\.name), ["q.bias", "k.bias", "v.bias"])
+        XCTAssertEqual(unit.model.weight(named: ops[0].inputs[1])?.shape, [6, 12], "the weights side by side")
+        XCTAssertEqual(unit.model.weight(named: ops[0].inputs[2])?.shape, [12], "and their biases")
+        XCTAssertEqual(ops[2].name, "g", "a matmul with a fused activation stays")
+        XCTAssertEqual(ops[3].name, "o", "a matmul of another input stays")
+        let input = NDArray(shape: [2, 6], scalars: values(12, 9))
+        let want = try run(model, ["x": input])
+        let got = try run(unit, ["x": input])
+        for name in ["q", "k", "v", "o", "g"] {
+            for (a, w) in zip(try got[name]!.scalars(as: Float.self), try want[name]!.scalars(as: Float.self)) {
+                XCTAssertEqual(a, w, accuracy: 1e-5, name)
+            }
+        }
+    }
+
     func testFusionKeepsValuesOtherOpsRead() throws {
         var b = ModelBuilder(name: "keep")
         let w = try b.addWeight("w", shape: [3, 4], values: values(12, 2))

@@ -25,7 +25,7 @@ public struct ProjectionFusion: CompilerPass {
             // Candidate matmuls by their input, in op order.
             var groups: [String: [Int]] = [:]
             var order: [String] = []
-            for (i, op) in f.operations.enumerated() where eligible(op, unit) {
+            for (i, op) in f.operations.enumerated() where eligible(op, unit, function: f.name) {
                 if groups[op.inputs[0]] == nil { order.append(op.inputs[0]) }
                 groups[op.inputs[0], default: []].append(i)
             }
@@ -81,8 +81,9 @@ public struct ProjectionFusion: CompilerPass {
 
     /// A `matmul` of an activation by a dense float32 [K, N] weight, with an optional [N] bias and
     /// no fused activation, whose result has a fixed last dim N.
-    func eligible(_ op: Operation, _ unit: CompilationUnit) -> Bool {
+    func eligible(_ op: Operation, _ unit: CompilationUnit, function: String) -> Bool {
         guard op.opType == "matmul", (2 ... 3).contains(op.inputs.count), op.outputs.count == 1, op.attributes.isEmpty,
+              unit.config(of: op, in: function).isPortable,
               unit.weight(op.inputs[0]) == nil, let w = unit.weight(op.inputs[1]), w.shape.count == 2, w.dtype == .float32,
               case .dense = w.encoding, op.outputs[0].type.shape.last?.size == w.shape[1] else { return false }
         if op.inputs.count == 3 {

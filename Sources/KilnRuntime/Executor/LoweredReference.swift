@@ -5,13 +5,16 @@ import KilnReference
 
 /// The reference kernel of a lowered step: the portable op run by the reference interpreter,
 /// with what the step's config adds around it — a channels-last layout (input 0 moved to
-/// channels-first before, the result moved back after), a fused residual (the op's fourth
-/// input, added), and a fused activation (applied last, by the scalar C function the
-/// epilogues apply). A step whose config is portable runs the op alone.
+/// channels-first before, the result moved back after), a fused residual (a convolution's fourth
+/// input, added), a fused bias (a `matmul`'s third input, added along the last axis), and a
+/// fused activation (applied last, by the scalar C function the epilogues apply). A step whose
+/// config is portable runs the op alone.
 struct LoweredReference: Sendable {
     let kernel: ReferenceKernel
     let layout: StepConfig.Layout
     let activation: UnaryFunction.Application?
+    /// Whether input 2 is a bias that epilogue fusion gave a `matmul`.
+    let fusedBias: Bool
 
     /// Prepares the reference of `op` configured by `config`.
     /// - Throws: ``OpError`` when the op cannot be prepared or its activation is unknown.
@@ -19,6 +22,7 @@ struct LoweredReference: Sendable {
         kernel = try ReferenceKernel(op, subgraphs: subgraphs)
         layout = config.layout
         activation = try UnaryFunction.fused(in: config)
+        fusedBias = op.opType == "matmul" && op.inputs.count == 3
     }
 
     /// Runs the step on arrays.
@@ -26,8 +30,10 @@ struct LoweredReference: Sendable {
     /// - Returns: Its outputs, in the step's layout.
     /// - Throws: ``OpError`` when the inputs do not fit.
     func callAsFunction(_ inputs: [NDArray?]) throws -> [NDArray] {
-        if layout == .channelsFirst && activation == nil { return try kernel(inputs) }
+        if layout == .channelsFirst && activation == nil && !fusedBias { return try kernel(inputs) }
         var inputs = inputs
+        let bias = fusedBias && inputs.count > 2 ? inputs[2] : nil
+        if fusedBias { inputs.removeLast(inputs.count - 2) }
         if layout.input, let x = inputs.first ?? nil {
             guard x.rank >= 3 else { throw OpError("a channels-last step needs input 0 [N, …, C], got \(x.shape)") }
             inputs[0] = x.transposed(LoweredReference.toFirst(x.rank)).contiguous()
@@ -40,6 +46,7 @@ struct LoweredReference: Sendable {
             outputs[0] = y.transposed(LoweredReference.toLast(y.rank)).contiguous()
             if let residual { outputs[0] = try LoweredReference.add(outputs[0], residual) }
         }
+        if let bias, let y = outputs.first { outputs[0] = try LoweredReference.addRow(y, bias) }
         if let activation, let y = outputs.first { outputs[0] = try LoweredReference.apply(activation, y) }
         return outputs
     }
@@ -55,6 +62,15 @@ struct LoweredReference: Sendable {
         }
         let r = residual.contiguous().scalars(as: Float.self), v = y.contiguous().scalars(as: Float.self)
         return NDArray(shape: y.shape, scalars: zip(v, r).map { $0 + $1 })
+    }
+
+    /// y + bias, the bias `[N]` added to every row of y's last axis N.
+    static func addRow(_ y: NDArray, _ bias: NDArray) throws -> NDArray {
+        guard let n = y.shape.last, bias.shape == [n], bias.scalarType == .float32, y.scalarType == .float32 else {
+            throw OpError("the bias \(bias.scalarType.rawValue)\(bias.shape) does not fit the output \(y.scalarType.rawValue)\(y.shape)")
+        }
+        let b = bias.contiguous().scalars(as: Float.self), v = y.contiguous().scalars(as: Float.self)
+        return NDArray(shape: y.shape, scalars: v.enumerated().map { $1 + b[$0 % n] })
     }
 
     static func apply(_ a: UnaryFunction.Application, _ y: NDArray) throws -> NDArray {
