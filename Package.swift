@@ -38,6 +38,9 @@ let package = Package(
             name: "CKilnKernels"
         ),
         .target(
+            name: "CKilnCompression"
+        ),
+        .target(
             name: "CKilnHash"
         ),
         .target(
@@ -54,7 +57,7 @@ let package = Package(
         ),
         .target(
             name: "KilnCompression",
-            dependencies: ["KilnFormat", "CKilnKernels"]
+            dependencies: ["KilnFormat", "CKilnKernels", "CKilnCompression"]
         ),
         .target(
             name: "KilnONNX",

@@ -64,7 +64,7 @@ rm -f "$OUT/seed/fuzz.kilnkey"; "$KILN" keygen -o "$OUT/seed/fuzz.kilnkey" >/dev
 { printf '\003'; cat "$OUT/seed/fuzz.kilnkey"; } > "$C/FuzzDeploy/key"
 export KILN_FUZZ_KEY="$PWD/$OUT/seed/fuzz.kilnkey"
 export KILN_FUZZ_ARTIFACT="$PWD/$OUT/seed/c/TinyClassifier.x86_64.compiled"
-objects() { for m in KilnFormat KilnReference KilnCompiler KilnCompression KilnONNX KilnRuntime KilnStore CKilnSpecs CKilnHash CKilnKernels FuzzSupport "$1"; do ls "$B/$m.build/"*.o; done; }
+objects() { for m in KilnFormat KilnReference KilnCompiler KilnCompression KilnONNX KilnRuntime KilnStore CKilnSpecs CKilnHash CKilnKernels CKilnCompression FuzzSupport "$1"; do ls "$B/$m.build/"*.o; done; }
 for t in $TARGETS; do
   rm -f "$B/$t.build/main.swift.o"
   swiftc -sanitize=fuzzer,address $(objects "$t") -lz -lprotobuf-c -lcrypto -lFoundationNetworking -o "$OUT/$t" 2>&1 | grep -v "Cannot export local symbol" || true

@@ -1,3 +1,4 @@
+import CKilnCompression
 import CKilnKernels
 import Dispatch
 import KilnFormat

@@ -1,5 +1,5 @@
 // Kiln compute kernels: CPU feature detection, float32 GEMM with packed (and possibly
-// compressed) weights, elementwise maps, normalization, pooling, convolution, k-means.
+// compressed) weights, elementwise maps, normalization, pooling, convolution.
 //
 // Kernel names follow `<dtype>_<op>_<tile>__<isa>`. Every kernel has a `__scalar`
 // reference; ISA variants are compiled with `__attribute__((target(...)))` and only
@@ -16,6 +16,5 @@
 #include "kiln_elementwise.h"
 #include "kiln_nhwc.h"
 #include "kiln_vector.h"
-#include "kiln_kmeans.h"
 
 #endif

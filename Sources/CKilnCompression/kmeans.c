@@ -2,7 +2,7 @@
 // [lo, hi] minimizing prev[j] + cost(j, i), where cost(j, i) = max(0, Q - S*S / W) over the
 // prefix-sum differences W, S, Q of points j..<i. Ties keep the lowest j. Every variant does the
 // same IEEE operations in the same order (no contraction), so results are identical.
-#include "kiln_kernels.h"
+#include "kiln_kmeans.h"
 
 #pragma STDC FP_CONTRACT OFF
 

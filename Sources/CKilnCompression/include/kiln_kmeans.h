@@ -1,5 +1,5 @@
-// Exact 1-D k-means and palettization, for the compression passes. Part of kiln_kernels.h, the
-// kernel library's umbrella header.
+// Exact 1-D k-means and palettization, for the compression passes (KilnCompression): a C target
+// of its own, apart from the inference kernel library (CKilnKernels).
 #ifndef KILN_KMEANS_H
 #define KILN_KMEANS_H
 
