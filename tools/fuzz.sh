@@ -66,8 +66,10 @@ export KILN_FUZZ_KEY="$PWD/$OUT/seed/fuzz.kilnkey"
 export KILN_FUZZ_ARTIFACT="$PWD/$OUT/seed/c/TinyClassifier.x86_64.compiled"
 objects() { for m in KilnFormat KilnReference KilnCompiler KilnCompression KilnONNX KilnRuntime KilnStore CKilnSpecs CKilnHash CKilnKernels CKilnCompression FuzzSupport "$1"; do ls "$B/$m.build/"*.o; done; }
 for t in $TARGETS; do
-  rm -f "$B/$t.build/main.swift.o"
+  rm -f "$B/$t.build/main.swift.o" "$OUT/$t"
   swiftc -sanitize=fuzzer,address $(objects "$t") -lz -lprotobuf-c -lcrypto -lFoundationNetworking -o "$OUT/$t" 2>&1 | grep -v "Cannot export local symbol" || true
+  # A target that does not link fails the run (an old binary must never be fuzzed in its place).
+  [ -x "$OUT/$t" ] || { echo "$t: did not link"; exit 1; }
   # FUZZ_RUNS (default 1,000,000) executions, or FUZZ_SECONDS, whichever comes first.
   limit="-runs=${FUZZ_RUNS:-1000000}"
   if [ -n "${FUZZ_SECONDS:-}" ]; then limit="$limit -max_total_time=$FUZZ_SECONDS"; fi
