@@ -115,7 +115,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KilnRuntimeTests",
-            dependencies: ["KilnRuntime"]
+            dependencies: ["KilnRuntime", "KilnCompiler", "KilnFormat"]
         ),
         .testTarget(
             name: "KilnStoreTests",

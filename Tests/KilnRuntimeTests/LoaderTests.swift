@@ -1,7 +1,6 @@
 import Foundation
 import KilnCompiler
 import KilnFormat
-import KilnONNX
 import KilnRuntime
 import XCTest
 
@@ -20,8 +19,9 @@ final class LoaderTests: XCTestCase {
         let path = package ?? classifier
         let model = try PackageReader.read(at: path)
         let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
-        try compileArtifact(model, Architecture.named(arch)!, to: "\(dir)/\(name).\(arch).compiled",
-                            digest: try PackageReader.digest(ofPackageAt: path))
+        let (header, plan) = try Compiler.compile(model, options: Compiler.Options(arch: Architecture.named(arch)!),
+                                                  sourceDigest: try PackageReader.digest(ofPackageAt: path))
+        _ = try CompiledArtifact.write(header: header, plan: plan, to: "\(dir)/\(name).\(arch).compiled")
     }
 
     func probabilities(_ model: Model) async throws -> [Float] {
