@@ -1,4 +1,5 @@
 import CKilnKernels
+import KilnFormat
 
 /// A CPU family: the instruction set architecture an artifact's code is for.
 public enum CPUFamily: String, Sendable, Hashable {
@@ -121,4 +122,10 @@ public struct ArchitectureCapError: Error, Sendable, CustomStringConvertible {
     public var reason: String
     /// The sentence.
     public var description: String { reason }
+}
+
+extension ArchitectureCapError: KilnError {
+    public var errorKind: KilnErrorKind { .invalidInput }
+    public var errorPath: String? { nil }
+    public var errorField: String? { nil }
 }

@@ -106,3 +106,9 @@ struct UseIndex {
         !returned.contains(value) && (readers[value]?.count ?? 0) == 1
     }
 }
+
+extension CompileError: KilnError {
+    public var errorKind: KilnErrorKind { .unsupported }
+    public var errorPath: String? { nil }
+    public var errorField: String? { nil }
+}

@@ -187,3 +187,9 @@ func glob(_ pattern: String, matches text: String) -> Bool {
     while pi < p.count, p[pi] == "*" { pi += 1 }
     return pi == p.count
 }
+
+extension ConfigError: KilnError {
+    public var errorKind: KilnErrorKind { .malformed }
+    public var errorPath: String? { path }
+    public var errorField: String? { jsonPath }
+}

@@ -229,3 +229,9 @@ final class ProgressCounter: @unchecked Sendable {
         return count
     }
 }
+
+extension CompressionError: KilnError {
+    public var errorKind: KilnErrorKind { .unsupported }
+    public var errorPath: String? { nil }
+    public var errorField: String? { nil }
+}

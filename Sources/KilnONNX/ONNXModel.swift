@@ -92,3 +92,9 @@ public struct ConvertError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { "\(path): \(reason)" }
 }
+
+extension ConvertError: KilnError {
+    public var errorKind: KilnErrorKind { .unsupported }
+    public var errorPath: String? { path }
+    public var errorField: String? { nil }
+}

@@ -142,10 +142,8 @@ public final class Model: Sendable {
 
     /// `Name` of `…/Name.kiln` or `…/Name.<arch>.compiled`.
     static func fileModelName(_ path: String) -> String? {
-        let file = URL(fileURLWithPath: path).lastPathComponent
-        if let (name, _) = ArtifactSelection.parse(file) { return name }
-        if file.hasSuffix(".\(PackageFormat.packageExtension)") { return String(file.dropLast(PackageFormat.packageExtension.count + 1)) }
-        return nil
+        guard let file = ModelFile(path: path), file.isArtifact || file.isPackage else { return nil }
+        return file.modelName
     }
 
     static func checkName(_ path: String, _ options: ModelLoadOptions) throws {
@@ -180,7 +178,7 @@ public final class Model: Sendable {
             return Model(backend: .compiled(artifact), url: URL(fileURLWithPath: chosen), options: options, explanation: explanation)
         }
         let (files, _) = try ArtifactSelection.files(in: path, model: options.model)
-        let packages = files.filter { $0.hasSuffix(".\(PackageFormat.packageExtension)") }.sorted()
+        let packages = files.filter { ModelFile(fileName: $0)?.isPackage ?? false }.sorted()
         guard let package = packages.first.map({ "\(path)/\($0)" }) else {
             let keyRefusals = explanation.candidates.compactMap(\.refusal).filter { $0.kind == .needsKey }.map(\.reason)
             if !keyRefusals.isEmpty {

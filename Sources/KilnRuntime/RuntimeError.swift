@@ -1,3 +1,5 @@
+import KilnFormat
+
 /// Why a model could not be loaded.
 public struct RuntimeError: Error, Sendable, CustomStringConvertible {
     /// The file or directory involved.
@@ -12,4 +14,16 @@ public struct RuntimeError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(path): \(reason)" }
+}
+
+extension RuntimeError: KilnError {
+    public var errorKind: KilnErrorKind { .invalidInput }
+    public var errorPath: String? { path }
+    public var errorField: String? { nil }
+}
+
+extension SpecializationCacheError: KilnError {
+    public var errorKind: KilnErrorKind { kind == .notFound ? .notFound : .malformed }
+    public var errorPath: String? { nil }
+    public var errorField: String? { nil }
 }

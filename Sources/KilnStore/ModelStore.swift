@@ -82,7 +82,7 @@ public struct ModelStore: Sendable {
         self.directory = directory
     }
 
-    static let manifestName = "assets.json"
+    static let manifestName = ModelFile.manifestFileName
     static let manifestLimit = 16 << 20
 
     /// Installs the best artifact of one model of a manifest or archive.
@@ -98,7 +98,7 @@ public struct ModelStore: Sendable {
                 let m = try manifest.model(model, source: origin)
                 let entry = try choose(m, options, origin: origin)
                 let version = m.version ?? String(entry.0.sha256.prefix(12))
-                let record: [String: Any] = ["model": m.name, "version": version, "artifacts": [entry.0.json]]
+                let record: [String: Any] = ["model": m.name, "version": version, "artifacts": [entry.0.parsedJSON]]
                 return try installSet(slot: m.name, version: version, members: [(m.name, entry.0)], record: record,
                                       verdicts: entry.1.map { (m.name, $0.file, $0.verdict) }, origin: origin, options: options, fetchFile: fetchFile)
             }
@@ -123,7 +123,7 @@ public struct ModelStore: Sendable {
                     let (entry, v) = try choose(m, options, origin: origin)
                     members.append((m.name, entry))
                     verdicts += v.map { (m.name, $0.file, $0.verdict) }
-                    var record: [String: Any] = ["model": m.name, "artifacts": [entry.json]]
+                    var record: [String: Any] = ["model": m.name, "artifacts": [entry.parsedJSON]]
                     if let mv = m.version { record["version"] = mv }
                     models.append(record)
                     Array("\(m.name)\0\(entry.sha256)\0".utf8).withUnsafeBytes { versionHash.update($0) }
@@ -205,7 +205,7 @@ public struct ModelStore: Sendable {
         }
         var models: [String: [AssetsManifest.Entry]] = [:]
         for member in archive.members {
-            guard let (name, arch) = parseArtifactFileName(member.name) else { continue }
+            guard case .artifact(let name, let arch) = ModelFile(fileName: member.name) else { continue }
             let json: [String: Any] = ["arch": arch, "file": member.name, "bytes": member.range.count, "sha256": member.sha256]
             models[name, default: []].append(AssetsManifest.Entry(arch: arch, file: member.name, bytes: member.range.count,
                                                                    sha256: member.sha256,

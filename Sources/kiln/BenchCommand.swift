@@ -161,13 +161,14 @@ enum BenchCommand {
     static func measureColdLoad(_ path: String, _ options: ModelLoadOptions) async throws -> Double {
         var options = options
         var files = [path]
-        if path.hasSuffix(".kiln") { files = [PackageFormat.manifestFileName, PackageFormat.weightsFileName].map { "\(path)/\($0)" } }
+        let isPackage = ModelFile(path: path)?.isPackage ?? false
+        if isPackage { files = [PackageFormat.manifestFileName, PackageFormat.weightsFileName].map { "\(path)/\($0)" } }
         var isDirectory: ObjCBool = false
         var emptyCache: String?
-        if !path.hasSuffix(".kiln"), FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-            let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-            files = entries.filter { $0.hasSuffix(".compiled") }.map { "\(path)/\($0)" }
-            for p in entries where p.hasSuffix(".kiln") {
+        if !isPackage, FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            let directory = ModelDirectory(path: path)
+            files = directory.artifacts(of: nil).map(directory.path(of:))
+            for p in directory.files(of: nil) where ModelFile(fileName: p)?.isPackage ?? false {
                 files += [PackageFormat.manifestFileName, PackageFormat.weightsFileName].map { "\(path)/\(p)/\($0)" }
             }
             let dir = NSTemporaryDirectory() + "kiln-bench-cold-\(ProcessInfo.processInfo.processIdentifier)"

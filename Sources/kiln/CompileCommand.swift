@@ -60,13 +60,13 @@ enum CompileCommand {
             options.minimumRuntime = minimumRuntime
             let result = Result { () throws -> (String, ArtifactHeader, [[UInt8]]) in
                 let (header, plan) = try Compiler.compile(frozen, options: options, sourceDigest: sourceDigest)
-                let file = "\(name).\(arch.name).\(CompiledFormat.fileExtension)"
+                let file = ModelFile.artifact(name: name, arch: arch.name).fileName
                 let chunks = CompiledArtifact.serialize(header: header, plan: plan)
                 return (file, header, try key.map { try ArtifactEncryption.encrypt(chunks, key: $0) } ?? chunks)
             }
             results.update { $0[arch.name] = result }
         }
-        var assets: [JSON] = []
+        var assets: [AssetsManifest.Entry] = []
         var written: [(String, ArtifactHeader, [[UInt8]])] = []
         for arch in archs {
             switch results.value[arch.name]! {
@@ -85,20 +85,17 @@ enum CompileCommand {
             try AtomicFile.write(chunks, to: "\(output)/\(file)")
             var digest = SHA256()
             for c in chunks { c.withUnsafeBytes { digest.update($0) } }
-            assets.append(.object([
-                ("arch", .string(header.arch)), ("file", .string(file)), ("bytes", .int(chunks.reduce(0) { $0 + $1.count })),
-                ("sha256", .string(SHA256.hex(digest.finalize()))),
-                ("formatVersion", .int(header.formatVersion)),
-                ("minimumRuntimeVersion", .string(header.minimumRuntime.description)),
-                ("sourceDigest", .string(SHA256.hex(header.sourceDigest))),
-            ] + (key.map { [("encryptionKeyID", JSON.string($0.id))] } ?? [])))
+            assets.append(AssetsManifest.Entry(arch: header.arch, file: file, bytes: chunks.reduce(0) { $0 + $1.count },
+                                               sha256: SHA256.hex(digest.finalize()), minimumRuntime: header.minimumRuntime,
+                                               encryptionKeyID: key?.id, formatVersion: header.formatVersion,
+                                               sourceDigest: SHA256.hex(header.sourceDigest)))
         }
         // The version: given, else the first 12 hex digits of a digest over the artifacts' digests.
         var versionHash = SHA256()
         for (_, _, chunks) in written { for c in chunks { c.withUnsafeBytes { versionHash.update($0) } } }
         let version = args.value("--version") ?? String(SHA256.hex(versionHash.finalize()).prefix(12))
-        let manifest = JSON.object([("model", .string(name)), ("version", .string(version)), ("artifacts", .array(assets))])
-        try AtomicFile.write([Array((manifest.rendered() + "\n").utf8)], to: "\(output)/assets.json")
+        let manifest = AssetsManifest.Model(name: name, version: version, artifacts: assets).json
+        try AtomicFile.write([Array((manifest.rendered() + "\n").utf8)], to: ModelDirectory(path: output, files: []).manifestPath)
         if args.has("--json") {
             Console.out(manifest.rendered() + "\n")
         } else {
@@ -128,8 +125,8 @@ enum CompileCommand {
 
     /// `Name` of `…/Name.kiln`.
     static func packageName(_ path: String) -> String {
-        var base = URL(fileURLWithPath: path).lastPathComponent
-        if base.hasSuffix(".\(PackageFormat.packageExtension)") { base.removeLast(PackageFormat.packageExtension.count + 1) }
+        if case .package(let name) = ModelFile(path: path) { return name }
+        let base = URL(fileURLWithPath: path).lastPathComponent
         return base.isEmpty ? "Model" : base
     }
 }

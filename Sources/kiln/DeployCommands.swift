@@ -149,18 +149,15 @@ enum ArchiveCommand {
             throw Failure(message: "\(dir): not a directory")
         }
         let wanted = args.value("--model")
-        let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted().filter { f in
-            guard let (name, _) = parseArtifactFileName(f) else { return false }
-            return wanted == nil || name == wanted
-        }
+        let directory = ModelDirectory(path: dir)
+        let names = directory.artifacts(of: wanted)
         guard !names.isEmpty else { throw Failure(message: "\(dir): holds no compiled artifact\(wanted.map { " of model '\($0)'" } ?? "")") }
         var files: [(name: String, bytes: [UInt8])] = []
-        for f in names { files.append((f, try FileSystem.readFile("\(dir)/\(f)"))) }
-        let manifestPath = "\(dir)/assets.json"
+        for f in names { files.append((f, try FileSystem.readFile(directory.path(of: f)))) }
+        let manifestPath = directory.manifestPath
         if FileManager.default.fileExists(atPath: manifestPath) {
             let bytes = try FileSystem.readFile(manifestPath)
-            let manifest: AssetsManifest
-            do { manifest = try AssetsManifest.parse(bytes, source: manifestPath) } catch let e as StoreError { throw Failure(message: e.description) }
+            let manifest = try AssetsManifest.parse(bytes, source: manifestPath)
             // The manifest must describe the files packed, or fetch would refuse the archive.
             for m in manifest.models where wanted == nil || m.name == wanted {
                 for e in m.artifacts {
@@ -169,7 +166,7 @@ enum ArchiveCommand {
                     guard sha == e.sha256, f.bytes.count == e.bytes else { throw Failure(message: "\(dir)/\(e.file): differs from assets.json (size or SHA-256)") }
                 }
             }
-            if wanted == nil { files.append(("assets.json", bytes)) }
+            if wanted == nil { files.append((ModelFile.manifestFileName, bytes)) }
         }
         try AtomicFile.write(ModelArchive.serialize(files), to: output)
         Console.out("\(output)  \(files.count) files, \(humanBytes(files.reduce(0) { $0 + $1.bytes.count }))\n")

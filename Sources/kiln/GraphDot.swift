@@ -239,7 +239,7 @@ extension InspectCommand {
             var base = report.path
             while base.hasSuffix("/") { base.removeLast() }
             let packagePath = FileManager.default.fileExists(atPath: "\(base)/\(PackageFormat.manifestFileName)") ? base
-                : ((try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []).filter { $0.hasSuffix(".\(PackageFormat.packageExtension)") }.sorted().first.map { "\(base)/\($0)" } ?? base
+                : ModelDirectory(path: base).package(of: nil) ?? base
             model = try PackageReader.read(at: packagePath)
         }
         guard let index = functionName.map({ n in model.functions.firstIndex { $0.name == n } }) ?? (model.functions.isEmpty ? nil : 0) else {

@@ -39,10 +39,10 @@ enum InspectCommand {
 
     static func name(_ model: PortableModel, path: String) -> String {
         if !model.metadata.name.isEmpty { return model.metadata.name }
+        if case .package(let name) = ModelFile(path: path) { return name }
         var base = Substring(path)
         while base.hasSuffix("/") { base = base.dropLast() }
-        if let slash = base.lastIndex(of: "/") { base = base[base.index(after: slash)...] }
-        return String(base.hasSuffix(".kiln") ? base.dropLast(5) : base)
+        return String(base.split(separator: "/").last ?? base)
     }
 
     /// Control characters shown as escapes, so one value stays on one line.

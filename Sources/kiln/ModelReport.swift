@@ -36,10 +36,9 @@ struct ModelReport {
 
     static func make(_ path: String, model: String?, keys: ArtifactKeyProvider? = nil) throws -> ModelReport {
         let kind = FileManagerShimCLI.kind(path)
-        var base = path
-        while base.hasSuffix("/") { base.removeLast() }
+        let file = ModelFile(path: path)
         switch kind {
-        case _ where base.hasSuffix(".\(PackageFormat.packageExtension)"):
+        case _ where file?.isPackage ?? false:
             // The package reader names what is wrong with a missing or malformed package.
             return try package(path, kind: "package", sizePath: path, model: model)
         case .missing:
@@ -47,7 +46,7 @@ struct ModelReport {
         case .package:
             return try package(path, kind: "package", sizePath: path, model: model)
         case .file where path.hasSuffix(".\(CompiledFormat.fileExtension)"):
-            if let model, let name = parseArtifactFileName(path)?.name, name != model {
+            if let model, let name = file?.modelName, name != model {
                 throw Failure(message: "\(path): is model '\(name)', not '\(model)'")
             }
             return try compiled(path, kind: "compiled", size: fileSize(path), keys: keys)
@@ -82,7 +81,7 @@ struct ModelReport {
     static func archive(_ path: String, model: String?, keys: ArtifactKeyProvider?) throws -> ModelReport {
         let archive: ModelArchive
         do { archive = try ModelArchive(at: path) } catch let e as PackageError { throw Failure(message: e.description) }
-        let names = Set(archive.members.compactMap { parseArtifactFileName($0.name)?.name }).sorted()
+        let names = Set(archive.members.compactMap { ModelFile(fileName: $0.name).flatMap { $0.isArtifact ? $0.modelName : nil } }).sorted()
         if let model, !names.contains(model) {
             throw Failure(message: "\(path): holds no model '\(model)'; it holds \(names.map { "'\($0)'" }.joined(separator: ", "))")
         }
@@ -92,7 +91,7 @@ struct ModelReport {
         var members: [Member] = []
         var best: (level: Int, file: String, artifact: CompiledArtifact)?
         for m in archive.members {
-            guard let (name, arch) = parseArtifactFileName(m.name), model == nil || name == model else { continue }
+            guard case .artifact(let name, let arch) = ModelFile(fileName: m.name), model == nil || name == model else { continue }
             var member = Member(file: m.name, arch: arch, bytes: m.range.count, sha256: m.sha256, verdict: "present")
             do {
                 try archive.verify(m)
@@ -130,7 +129,7 @@ struct ModelReport {
             note = "compiler \(a.header.compilerVersion) recorded no summary of the package; parameters, precisions and operations are the plan's"
         }
         let file = URL(fileURLWithPath: path).lastPathComponent
-        let name = a.plan.model.metadata.name.isEmpty ? (parseArtifactFileName(file)?.name ?? file) : a.plan.model.metadata.name
+        let name = a.plan.model.metadata.name.isEmpty ? (ModelFile(fileName: file)?.modelName ?? file) : a.plan.model.metadata.name
         return ModelReport(path: path, kind: kind, name: name, metadata: a.plan.model.metadata, sizeBytes: size, summary: summary,
                            summaryNote: note, functions: a.plan.model.functions, artifact: a, artifactPath: path,
                            weightsIntact: intact, host: Architecture.host?.name)
@@ -148,12 +147,11 @@ struct ModelReport {
             throw Failure(message: error.description)
         }
         let name = e.model ?? model
-        let files = ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
-        let packages = files.filter { $0.hasSuffix(".\(PackageFormat.packageExtension)") && (name == nil || $0 == "\(name!).\(PackageFormat.packageExtension)") }
+        let directory = ModelDirectory(path: path)
+        let packages = directory.files(of: name).filter { ModelFile(fileName: $0)?.isPackage ?? false }
         var listed: [String: String] = [:]
-        if let data = try? Data(FileSystem.readFile("\(path)/assets.json")),
-           let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any], let list = root["artifacts"] as? [[String: Any]] {
-            for a in list { if let f = a["file"] as? String, let d = a["sha256"] as? String { listed[f] = d } }
+        if let bytes = try? FileSystem.readFile(directory.manifestPath), let digests = AssetsManifest.listedDigests(bytes) {
+            for (file, d) in digests { listed[file] = d.sha256 }
         }
         let members = e.candidates.map { c -> Member in
             let file = URL(fileURLWithPath: c.path).lastPathComponent
@@ -178,26 +176,15 @@ struct ModelReport {
     }
 
     static func manifest(_ path: String, model: String?, keys: ArtifactKeyProvider? = nil) throws -> ModelReport {
-        guard let data = try? Data(FileSystem.readFile(path)) else { throw Failure(message: "\(path): cannot read the file") }
-        guard let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
-            throw Failure(message: "\(path): not JSON, or not a JSON object")
-        }
-        guard let list = root["artifacts"] as? [[String: Any]], !list.isEmpty else {
-            throw Failure(message: "\(path): not a Kiln assets manifest ('artifacts' is missing or empty)")
-        }
-        let listedModel = root["model"] as? String
-        if let model, let listedModel, model != listedModel {
-            throw Failure(message: "\(path): lists model '\(listedModel)', not '\(model)'")
-        }
+        guard let bytes = try? FileSystem.readFile(path) else { throw Failure(message: "\(path): cannot read the file") }
+        let listed = try AssetsManifest.parse(bytes, source: path).model(model, source: path)
         let dir = (path as NSString).deletingLastPathComponent
         var members: [Member] = []
         var readable: [(level: Int, runnable: Bool, path: String)] = []
-        for (i, a) in list.enumerated() {
-            guard let file = a["file"] as? String, !file.isEmpty, !file.contains("/") else {
-                throw Failure(message: "\(path): artifacts[\(i)] has no plain 'file' name")
-            }
+        for a in listed.artifacts {
+            let file = a.file
             let full = dir.isEmpty ? file : "\(dir)/\(file)"
-            var m = Member(file: file, arch: a["arch"] as? String, bytes: a["bytes"] as? Int, sha256: a["sha256"] as? String, verdict: "present")
+            var m = Member(file: file, arch: a.arch, bytes: a.bytes, sha256: a.sha256, verdict: "present")
             if !FileManager.default.fileExists(atPath: full) {
                 m.verdict = "missing"
                 m.reason = "not beside the manifest"
@@ -230,7 +217,7 @@ struct ModelReport {
         var report = try compiled(source.path, kind: "assets", size: members.reduce(0) { $0 + ($1.bytes ?? 0) }, keys: keys)
         for k in members.indices where "\(dir.isEmpty ? "" : dir + "/")\(members[k].file)" == source.path { members[k].verdict = "shown" }
         report.path = path
-        if let listedModel { report.name = listedModel }
+        report.name = listed.name
         report.members = members
         return report
     }
@@ -349,9 +336,7 @@ enum FileManagerShimCLI {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return .missing }
         guard isDirectory.boolValue else { return .file }
-        var base = path
-        while base.hasSuffix("/") { base.removeLast() }
-        return base.hasSuffix(".\(PackageFormat.packageExtension)") || FileManager.default.fileExists(atPath: "\(path)/\(PackageFormat.manifestFileName)")
+        return (ModelFile(path: path)?.isPackage ?? false) || FileManager.default.fileExists(atPath: "\(path)/\(PackageFormat.manifestFileName)")
             ? .package : .directory
     }
 }

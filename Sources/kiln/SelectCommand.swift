@@ -43,8 +43,7 @@ struct ArtifactReport {
         var bytes = 0, cached = false
         if e.chosen == nil {
             let name = e.model ?? options.model
-            package = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
-                .filter { $0.hasSuffix(".kiln") && (name == nil || $0 == "\(name!).kiln") }.sorted().first.map { "\(dir)/\($0)" }
+            package = ModelDirectory(path: dir).package(of: name)
             if let package {
                 bytes = PackageReader.diskSize(ofPackageAt: package)
                 var s = SpecializationOptions()

@@ -90,6 +90,9 @@ enum Kiln {
         } catch let e as Failure {
             Console.err("error: \(e.message)\n")
             return 1
+        } catch let e as any KilnError {
+            Console.err("error: \(oneLine(e.line))\n")
+            return 1
         } catch {
             Console.err("error: \(oneLine(String(describing: error)))\n")
             return 1

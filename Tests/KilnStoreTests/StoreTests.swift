@@ -55,7 +55,7 @@ final class StoreTests: XCTestCase {
         XCTAssertNil(target.choose(m).0)
         // An unknown rule is an error, not ignored.
         XCTAssertThrowsError(try manifest([entry(base, requires: ["gpu": true])])) { e in
-            XCTAssertTrue("\(e)".contains("requires.gpu is not a rule"), "\(e)")
+            XCTAssertTrue("\(e)".contains("artifacts[0].requires.gpu: is not a rule"), "\(e)")
         }
     }
 

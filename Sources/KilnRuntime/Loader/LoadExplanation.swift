@@ -121,52 +121,30 @@ public struct LoadExplanation: Sendable, CustomStringConvertible {
     }
 }
 
-/// `Name.<arch>.compiled` → (`Name`, `arch`), parsing from the right (arch names have no dot).
-/// - Parameter file: A file name or path.
-/// - Returns: The model name and arch, or `nil` for another name.
-public func parseArtifactFileName(_ file: String) -> (name: String, arch: String)? {
-    ArtifactSelection.parse(file.split(separator: "/").last.map(String.init) ?? file)
-}
 
 /// Picks the best artifact of a directory for this host: narrows to one model, judges every
 /// artifact cheaply (name, arch, header, plan), then verifies the usable ones best first until
 /// one passes (weights CRC-32, and `assets.json`'s size and SHA-256 when it lists the file).
 enum ArtifactSelection {
-    /// `Name.<arch>.compiled` → (`Name`, `arch`), parsing from the right (arch names have no dot).
+    /// `Name.<arch>.compiled` → (`Name`, `arch`); nil for another name.
     static func parse(_ file: String) -> (name: String, arch: String)? {
-        guard file.hasSuffix(".\(CompiledFormat.fileExtension)") else { return nil }
-        let stem = file.dropLast(CompiledFormat.fileExtension.count + 1)
-        guard let dot = stem.lastIndex(of: "."), dot != stem.startIndex else { return nil }
-        return (String(stem[..<dot]), String(stem[stem.index(after: dot)...]))
-    }
-
-    /// The model names a directory holds: of its `Name.<arch>.compiled` and `Name.kiln` entries.
-    static func modelNames(_ files: [String]) -> [String] {
-        var names = Set<String>()
-        for f in files {
-            if let (name, _) = parse(f) { names.insert(name) }
-            if f.hasSuffix(".\(PackageFormat.packageExtension)") { names.insert(String(f.dropLast(PackageFormat.packageExtension.count + 1))) }
-        }
-        return names.sorted()
+        guard case .artifact(let name, let arch) = ModelFile(fileName: file) else { return nil }
+        return (name, arch)
     }
 
     /// The directory's entries that belong to the model to load.
     /// - Throws: ``RuntimeError`` when no model is named and the directory holds several, or
     ///   the named one is not there.
     static func files(in directory: String, model: String?) throws -> (files: [String], model: String?) {
-        let all = ((try? FileManagerShim.contents(of: directory)) ?? []).sorted()
-        let names = modelNames(all)
-        func belongs(_ f: String, _ name: String) -> Bool {
-            if let (n, _) = parse(f) { return n == name }
-            return f == "\(name).\(PackageFormat.packageExtension)"
-        }
+        let listing = ModelDirectory(path: directory, files: (try? FileManagerShim.contents(of: directory)) ?? [])
+        let all = listing.files, names = listing.modelNames
         if let model {
             guard names.contains(model) else {
                 throw RuntimeError(path: directory, reason: names.isEmpty
                     ? "holds no model '\(model)' (no compiled artifact or package at all)"
                     : "holds no model '\(model)'; it holds \(names.map { "'\($0)'" }.joined(separator: ", "))")
             }
-            return (all.filter { belongs($0, model) }, model)
+            return (listing.files(of: model), model)
         }
         guard names.count <= 1 else {
             throw RuntimeError(path: directory, reason: "holds \(names.count) models (\(names.map { "'\($0)'" }.joined(separator: ", "))); choose one with --model NAME (ModelLoadOptions.model)")
@@ -177,22 +155,13 @@ enum ArtifactSelection {
 
     /// `assets.json`'s entries by file name, when the directory has a readable one.
     static func manifest(in directory: String, warnings: inout [String]) -> [String: (sha256: String?, bytes: Int?)] {
-        let path = "\(directory)/assets.json"
+        let path = ModelDirectory(path: directory, files: []).manifestPath
         guard FileManagerShim.exists(path) else { return [:] }
-        guard let data = try? Data(FileSystem.readFile(path)),
-              let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-              let artifacts = (root["artifacts"] as? [[String: Any]])
-                ?? (root["models"] as? [[String: Any]])?.flatMap({ ($0["artifacts"] as? [[String: Any]]) ?? [] }) else {
+        guard let bytes = try? FileSystem.readFile(path), let listed = AssetsManifest.listedDigests(bytes) else {
             warnings.append("\(path): not a Kiln assets manifest (no 'artifacts' or 'models' list); its digests were not checked")
             return [:]
         }
-        var out: [String: (sha256: String?, bytes: Int?)] = [:]
-        for a in artifacts {
-            guard let file = a["file"] as? String else { continue }
-            let digest = (a["sha256"] as? String).flatMap { $0.count == 64 && $0.allSatisfy(\.isHexDigit) ? $0 : nil }
-            out[file] = (digest, a["bytes"] as? Int)
-        }
-        return out
+        return listed
     }
 
     /// Judges every artifact in `directory`; returns the explanation and the chosen artifact.

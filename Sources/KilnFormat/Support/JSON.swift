@@ -1,7 +1,8 @@
 import Foundation
 
-/// A JSON value with ordered object keys, so output is stable and readable.
-enum JSON {
+/// A JSON value with ordered object keys, so output is stable and readable (the CLI's reports,
+/// `assets.json`).
+public enum JSON: Sendable {
     case object([(String, JSON)])
     case array([JSON])
     case string(String)
@@ -11,7 +12,7 @@ enum JSON {
     case null
 
     /// Pretty-printed text with two-space indentation.
-    func rendered(indent: Int = 0) -> String {
+    public func rendered(indent: Int = 0) -> String {
         let pad = String(repeating: "  ", count: indent)
         let inner = String(repeating: "  ", count: indent + 1)
         switch self {
@@ -40,7 +41,7 @@ enum JSON {
         }
     }
 
-    static func quote(_ s: String) -> String {
+    public static func quote(_ s: String) -> String {
         var out = "\""
         for u in s.unicodeScalars {
             switch u {
