@@ -6,9 +6,11 @@ public enum Compiler {
     public static let passes: [String: any CompilerPass] = [
         DeadCodeElimination.name: DeadCodeElimination(),
         ConstantFolding.name: ConstantFolding(),
+        GemmCanonicalization.name: GemmCanonicalization(),
         GeluFusion.name: GeluFusion(),
         AttentionFusion.name: AttentionFusion(),
         BatchNormFolding.name: BatchNormFolding(),
+        SpatialLifting.name: SpatialLifting(),
         EpilogueFusion.name: EpilogueFusion(),
         ProjectionFusion.name: ProjectionFusion(),
         ChannelsLastLayout.name: ChannelsLastLayout(),
@@ -17,11 +19,12 @@ public enum Compiler {
         Lowering.name: Lowering(),
     ]
 
-    /// The default pipeline: clean up, fold, recognize GELU and attention, fuse epilogues, merge
+    /// The default pipeline: clean up, fold, make every `gemm` a `linear` or `matmul`, recognize GELU and attention, run 1-D convolutions as
+    /// 2-D ones, fuse epilogues, merge
     /// projections of one input, choose the layout, fold pads, fuse residuals and the activations
     /// the layout made adjacent, lower.
     public static let defaultPipeline = [
-        DeadCodeElimination.name, ConstantFolding.name, GeluFusion.name, AttentionFusion.name, BatchNormFolding.name, EpilogueFusion.name,
+        DeadCodeElimination.name, ConstantFolding.name, GemmCanonicalization.name, GeluFusion.name, AttentionFusion.name, BatchNormFolding.name, SpatialLifting.name, EpilogueFusion.name,
         ProjectionFusion.name, ChannelsLastLayout.name, PadFolding.name, ResidualFusion.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
     ]
 

@@ -317,6 +317,16 @@ public struct ChannelsLastLayout: CompilerPass {
                 }
                 emitLast(op, inputs: [t] + op.inputs.dropFirst(), attributes: a)
                 return true
+            case "pad":
+                // Amounts fixed at convert time: the same pad with them moved to the channels-last axes
+                // (so a pad in front of a convolution can fold into it).
+                guard let t = twin[op.inputs[0]], y.type.rank == 4, op.attributes["axes"] == nil, let pads = try? op.attributes.ints("pads"),
+                      pads.count == 8, op.inputs.count < 2 || op.inputs[1].isEmpty,
+                      op.inputs.dropFirst(2).allSatisfy({ $0.isEmpty || unit.weight($0) != nil }) else { return false }
+                var a = op.attributes
+                a["pads"] = .ints(ChannelsLastLayout.toLast.map { pads[$0] } + ChannelsLastLayout.toLast.map { pads[4 + $0] })
+                emitLast(op, inputs: [t] + op.inputs.dropFirst(), attributes: a)
+                return true
             case "identity", "dropout":
                 // Inference dropout with no mask read is the identity: the result shares the input's twin.
                 guard op.inputs.count >= 1, let t = twin[op.inputs[0]] else { return false }
