@@ -43,6 +43,23 @@ void kiln_f32_binary__scalar(int op, size_t outer, size_t inner, const float *x,
 void kiln_where_nd__scalar(size_t size, size_t rank, const size_t *shape, const uint8_t *c, const ptrdiff_t *cs,
                            const void *x, const ptrdiff_t *xs, const void *z, const ptrdiff_t *zs, void *y);
 
+/// Elementwise maps of kiln_map.inc: predicates (float → bool) and integer or boolean maps.
+#define KILN_MAP(NAME, name, code) KILN_MAP_##NAME = code,
+enum {
+#include "kiln_map.inc"
+    /// Flags or-ed into KILN_MAP_IS_INF: which infinities it detects.
+    KILN_MAP_POSITIVE = 0x100, KILN_MAP_NEGATIVE = 0x200
+};
+#undef KILN_MAP
+/// The code of the map named `name` in kiln_map.inc, or 0.
+int kiln_map_code(const char *name);
+/// The name of row `i` of kiln_map.inc, or NULL past the last.
+const char *kiln_map_name_at(size_t i);
+/// y[i] = op(x[i]) for n elements of dtype `dtype` (KILN_DT_*; the result is bool for the
+/// predicates, else `dtype`); returns 0, touching nothing, when the map does not take `dtype`.
+/// Called with n = 0 it only answers whether it does.
+int kiln_map__scalar(int op, int dtype, size_t n, const void *x, void *y);
+
 /// Converts n elements between dtypes (KILN_DT_*); returns 0 when the pair is not supported.
 int kiln_cast__scalar(int from, int to, size_t n, const void *x, void *y);
 

@@ -85,6 +85,8 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     case select = "where"
     /// `cast` between numeric types.
     case cast = "cast"
+    /// Predicates on floats and maps on integers and booleans (kiln_map.inc: is_nan, not, integer abs…).
+    case map = "map"
     /// `softmax` and `log_softmax` on any axis.
     case softmax = "f32_softmax"
     /// `layer_norm` over the last axis.
@@ -147,6 +149,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
         case .matmul: ["matmul"]
         case .select: ["where"]
         case .cast: ["cast"]
+        case .map: Set((0...).lazy.map { kiln_map_name_at($0) }.prefix { $0 != nil }.map { String(cString: $0!) })
         case .softmax: ["softmax", "log_softmax"]
         case .layerNorm: ["layer_norm"]
         case .attention: ["attention"]
@@ -273,4 +276,34 @@ struct GEMMConfig: @unchecked Sendable {
 
     /// The tile the compiler uses for an ISA: its first row.
     static func preferredTile(_ isa: ISA) -> GEMMTile { all.first { $0.isa == isa }!.tile }
+}
+
+/// Element type codes of the dtype-generic kernels (`KILN_DT_*`).
+package func kernelDType(_ t: DataType) -> Int32? {
+    switch t {
+    case .float32: return Int32(KILN_DT_F32)
+    case .int64: return Int32(KILN_DT_I64)
+    case .int32: return Int32(KILN_DT_I32)
+    case .bool: return Int32(KILN_DT_BOOL)
+    case .float16: return Int32(KILN_DT_F16)
+    case .float64: return Int32(KILN_DT_F64)
+    case .uint8: return Int32(KILN_DT_U8)
+    case .int8: return Int32(KILN_DT_I8)
+    default: return nil
+    }
+}
+
+/// The `map` kernels' code for `op` (is_inf's detected infinities or-ed in), when kiln_map.inc has a row for it.
+package func mapCode(_ op: Operation) -> Int32? {
+    let code = kiln_map_code(op.opType)
+    guard code != 0 else { return nil }
+    guard code == Int32(KILN_MAP_IS_INF) else { return code }
+    let positive = ((try? op.attributes.int("detect_positive", 1)) ?? 1) != 0, negative = ((try? op.attributes.int("detect_negative", 1)) ?? 1) != 0
+    return code | (positive ? Int32(KILN_MAP_POSITIVE) : 0) | (negative ? Int32(KILN_MAP_NEGATIVE) : 0)
+}
+
+/// Whether the `map` kernels run `op` on elements of `dtype`.
+package func mapRuns(_ op: Operation, on dtype: DataType) -> Bool {
+    guard let code = mapCode(op), let dt = kernelDType(dtype) else { return false }
+    return kiln_map__scalar(code, dt, 0, nil, nil) != 0
 }

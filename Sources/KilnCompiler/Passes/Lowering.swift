@@ -208,6 +208,9 @@ public struct Lowering: CompilerPass {
             return notSubByte ? .generate : .reference
         case "clip":
             return float && input(0)?.dtype == .float32 ? .unary : .reference
+        case _ where input(0).map { op.inputs.count == 1 && outputs.count == 1 && mapRuns(op, on: $0.dtype) } ?? false:
+            // Predicates (is_nan, is_inf) and integer or boolean maps; float32 abs, neg and sign stay unary.
+            return float && UnaryFunction.of(op) != nil ? .unary : .map
         default:
             guard float, input(0)?.dtype == .float32, let unary = UnaryFunction.of(op) else { return .reference }
             return unary.function == .identity ? .view : .unary

@@ -56,6 +56,7 @@ enum StepFactory {
         case .binary: return try BinaryStep(id: id, op: op)
         case .select: return SelectStep(id: id, op: op)
         case .cast: return CastStep(id: id, op: op)
+        case .map: return MapStep(id: id, op: op)
         case .softmax: return SoftmaxStep(id: id, op: op, kernels: NormalizationKernels(id.isa))
         case .layerNorm: return LayerNormStep(id: id, op: op, kernels: NormalizationKernels(id.isa))
         case .attention: return try AttentionStep(id: id, op: op, kernels: NormalizationKernels(id.isa))

@@ -2,20 +2,6 @@
 import KilnCompiler
 import KilnFormat
 
-/// Element type codes of the dtype-generic kernels (`KILN_DT_*`).
-func kernelDType(_ t: DataType) -> Int32? {
-    switch t {
-    case .float32: return Int32(KILN_DT_F32)
-    case .int64: return Int32(KILN_DT_I64)
-    case .int32: return Int32(KILN_DT_I32)
-    case .bool: return Int32(KILN_DT_BOOL)
-    case .float16: return Int32(KILN_DT_F16)
-    case .float64: return Int32(KILN_DT_F64)
-    case .uint8: return Int32(KILN_DT_U8)
-    case .int8: return Int32(KILN_DT_I8)
-    default: return nil
-    }
-}
 
 /// Broadcast strides (in elements, 0 where broadcast) of operands against `shape`, with
 /// dims merged where every operand stays regular and size-1 dims dropped.
@@ -204,6 +190,23 @@ struct SelectStep: StepKernel {
 }
 
 /// `cast` between numeric types.
+/// kiln_map.inc's maps: `y[i] = f(x[i])`, bool out for the predicates.
+struct MapStep: StepKernel {
+    let id: KernelID
+    let op: KilnFormat.Operation
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        guard let x = inputs.first ?? nil, outputs.count == 1, outputs[0].count == x.count, let code = mapCode(op), let dt = kernelDType(x.dtype),
+              kiln_map__scalar(code, dt, 0, nil, nil) != 0 else {
+            throw OpError("\(op.opType) on \(inputs.first??.dtype.rawValue ?? "nothing") has no map kernel")
+        }
+        let y = outputs[0]
+        return BoundStep { slots in _ = kiln_map__scalar(code, dt, x.count, x.pointer(slots), y.pointer(slots)) }
+    }
+}
+
 struct CastStep: StepKernel {
     let id: KernelID
     let op: KilnFormat.Operation
