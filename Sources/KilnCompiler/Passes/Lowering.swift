@@ -198,8 +198,9 @@ public struct Lowering: CompilerPass {
         case "gather":
             return notSubByte && [.int64, .int32].contains(input(1)?.dtype) ? .gather : .reference
         case "pad":
+            // Every mode: constant fills, reflect, edge and wrap copy borders from the interior.
             let mode = (try? op.attributes.string("mode", "constant")) ?? ""
-            return notSubByte && mode == "constant" ? .copy : .reference
+            return notSubByte && OpSet.padModes.contains(mode) ? .copy : .reference
         case _ where Lowering.copies.contains(op.opType):
             return notSubByte ? .copy : .reference
         case _ where Lowering.views.contains(op.opType):

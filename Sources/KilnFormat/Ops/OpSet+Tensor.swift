@@ -25,6 +25,8 @@ extension OpSet {
 
     /// The interpolation modes of `resize` (`mode`).
     public static let resizeModes: Set<String> = ["nearest", "linear", "cubic"]
+    /// The modes of `pad`.
+    public static let padModes: Set<String> = ["constant", "reflect", "edge", "wrap"]
 
     static var tensorOps: [OpSchema] {
         [
@@ -214,7 +216,7 @@ extension OpSet {
             op("pad", ["x", "pads?", "constant_value?", "axes?"], ["pads": .ints, "mode": .string, "value": .float, "axes": .ints], groups: .copy, shapeInputs: [1, 3]) { ctx in
                 let x = try ctx.input(0)
                 let mode = try ctx.attributes.string("mode", "constant")
-                guard ["constant", "reflect", "edge", "wrap"].contains(mode) else { throw OpError("unknown pad mode '\(mode)'") }
+                guard padModes.contains(mode) else { throw OpError("unknown pad mode '\(mode)'") }
                 guard let pads = try ctx.attributes.ints("pads") else { return [TensorType(x.dtype, unknownDims(x.rank))] }
                 let axes = try (try ctx.attributes.ints("axes") ?? Array(0 ..< x.rank)).map { try normalize(axis: $0, rank: x.rank) }
                 guard pads.count == 2 * axes.count else { throw OpError("pads must have \(2 * axes.count) entries") }

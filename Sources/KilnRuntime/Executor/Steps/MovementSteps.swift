@@ -275,6 +275,9 @@ struct CopyStep: StepKernel {
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
         guard let x = inputs.first ?? nil else { throw OpError("input 0 is missing") }
         let size = x.dtype.bitWidth / 8
+        if op.opType == "pad", let mode = try? op.attributes.string("mode", "constant"), mode != "constant" {
+            return try bindBorderPad(x, inputs, outputs[0], size: size, mode: mode)
+        }
         let (unmerged, fill) = try copyBlocks(inputs, outputs, x: x, size: size)
         let blocks = unmerged.map { $0.merged() }
         for b in blocks where b.shape.count > Int(KILN_MAX_RANK) { throw OpError("rank \(b.shape.count) is above \(KILN_MAX_RANK)") }
