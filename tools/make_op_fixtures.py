@@ -700,6 +700,11 @@ case("dft_real_onesided_padded", "DFT", [f32(2, 7, 1), np.array(10, dtype=np.int
 case("dft_irfft", "DFT", [f32(1, 5, 2)], {"inverse": 1, "onesided": 1}, opset=20, tol=1e-4)
 case("stft_window", "STFT", [f32(2, 30, 1), np.array(4, dtype=np.int64), np.hanning(8).astype(np.float32), np.array(8, dtype=np.int64)],
      tol=1e-4)
+# int64's maximum as max_output_boxes_per_class: exporters' way of writing "no limit".
+case("non_max_suppression_no_limit", "NonMaxSuppression", [boxes, nms_scores, i64([2**63 - 1]), np.array([0.5], dtype=np.float32)])
+# A real signal without its trailing dim of 1, as audio front-ends export it.
+case("stft_rank2_signal", "STFT", [f32(2, 30), np.array(4, dtype=np.int64), np.hanning(8).astype(np.float32), np.array(8, dtype=np.int64)],
+     tol=1e-4)
 
 with open(OUT, "w") as f:
     json.dump({"generator": "tools/make_op_fixtures.py", "onnxruntime": ort.__version__, "opset": OPSET, "cases": cases},

@@ -131,11 +131,11 @@ extension OpSet {
                 dims[x.rank - 1] = .size(inverse && onesided ? 1 : 2)
                 return [TensorType(x.dtype, dims)]
             },
-            // signal [batch, length, 1 or 2] → [batch, frames, bins, 2].
+            // signal [batch, length, 1 or 2] (or [batch, length], real) → [batch, frames, bins, 2].
             op("stft", ["signal", "frame_step", "window?", "frame_length?"], ["onesided": .int]) { ctx in
                 let x = try ctx.input(0)
                 try requireFloat(x, "stft")
-                guard x.rank == 3 else { throw OpError("stft needs signal [batch, length, 1 or 2]") }
+                guard x.rank == 3 || x.rank == 2 else { throw OpError("stft needs signal [batch, length, 1 or 2] or [batch, length]") }
                 return [TensorType(x.dtype, [x.shape[0], .unknown, .unknown, .size(2)])]
             },
             op("mel_weight_matrix", ["num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"], ["dtype": .dtype]) { ctx in

@@ -56,7 +56,8 @@ extension KernelTable {
         case "non_max_suppression":
             let center = try a.int("center_point_box", 0) != 0
             return { inputs in
-                let limit = try integer(inputs, 2).map { max(0, $0) } ?? 0
+                // A count past any box count (int64's maximum, as exporters write "no limit") is no limit.
+                let limit = try scalar(inputs, 2).map { $0 >= 0x1p53 ? Int.max : max(0, try integer(inputs, 2)!) } ?? 0
                 return [try Vision.nonMaxSuppression(try present(inputs, 0), try present(inputs, 1), maxPerClass: limit,
                                                      iou: Float(try scalar(inputs, 3) ?? 0), scoreThreshold: try scalar(inputs, 4).map(Float.init),
                                                      centerPoint: center)]

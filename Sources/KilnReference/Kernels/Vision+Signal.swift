@@ -75,6 +75,8 @@ extension Vision {
     /// `stft`: frames of `frameLength` samples every `step`, each weighted by the window and
     /// transformed (one-sided for real signals when asked): [batch, frames, bins, 2].
     static func stft(_ x: NDArray, step: Int, window: NDArray?, frameLength: Int?, onesided: Bool) throws -> NDArray {
+        // A rank-2 signal is real: [batch, length] read as [batch, length, 1].
+        if x.rank == 2 { return try stft(x.reshaped([x.shape[0], x.shape[1], 1]), step: step, window: window, frameLength: frameLength, onesided: onesided) }
         guard x.rank == 3, x.shape[2] == 1 || x.shape[2] == 2 else { throw OpError("stft needs signal [batch, length, 1 or 2], got \(x.shape)") }
         let (batch, length, c) = (x.shape[0], x.shape[1], x.shape[2])
         let w = try window.map { try $0.contiguous().values(Float.self) }
