@@ -71,11 +71,14 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         var steps: [Step] = []
         // Control-flow bodies are compiled for the artifact's arch and run by executors of their own.
         let (arch, bodyThreads) = (Architecture.named(plan.arch), self.threads)
-        let planner: SubgraphPlanner = { body in try CompiledSubgraph(body, arch: arch, threads: bodyThreads) }
         for (s, (op, id)) in zip(fp.steps, zip(f.operations, kernels)) {
             do {
                 if op.hasSubgraphs {
                     guard id.family == .reference else { throw OpError("a control-flow op needs the reference kernel, the plan names \(id)") }
+                    // Captures are the op's trailing inputs and each body's trailing inputs: the stored
+                    // weights among them are compiled into the bodies (packed, as the function's own).
+                    let captured = s.inputs.map { $0 >= 0 ? weightBySlot[$0] : nil }
+                    let planner: SubgraphPlanner = { body in try CompiledSubgraph(body, arch: arch, threads: bodyThreads, captured: captured) }
                     let reference = try LoweredReference(op, s.config, subgraphs: planner)
                     steps.append(Step(name: op.name, opType: op.opType, kernel: ReferenceStep(kernel: reference, fallback: nil), reference: reference,
                                       inputs: s.inputs, outputs: s.outputs))
@@ -274,9 +277,31 @@ final class StepProfile: @unchecked Sendable {
 struct CompiledSubgraph: SubgraphRunner {
     let executor: FunctionExecutor
 
-    init(_ body: Function, arch: Architecture?, threads: Int) throws {
+    /// Body inputs (by index) that are stored weights, dropped from each call's inputs.
+    let constantInputs: Set<Int>
+
+    /// Compiles `body`; `captured` is the op's inputs' weights (nil for run-time values), whose
+    /// trailing entries line up with the body's trailing inputs.
+    init(_ body: Function, arch: Architecture?, threads: Int, captured: [Weight?] = []) throws {
         guard let arch else { throw OpError("the artifact's arch is unknown to this runtime") }
-        let model = PortableModel(metadata: Metadata(name: body.name), weights: [], functions: [body])
+        var body = body, weights: [Weight] = [], constant = Set<Int>()
+        let offset = body.inputs.count - captured.count
+        var names = Set(body.inputs.map(\.name))
+        for op in body.operations { for o in op.outputs { names.insert(o.name) } }
+        for (j, w) in captured.enumerated() {
+            let i = offset + j
+            // The weight keeps its name inside the body, unless a body value has that name.
+            guard let w, i >= 0, i < body.inputs.count, !names.contains(w.name) || body.inputs[i].name == w.name,
+                  !weights.contains(where: { $0.name == w.name }) else { continue }
+            let local = body.inputs[i].name
+            for k in body.operations.indices { body.operations[k].inputs = body.operations[k].inputs.map { $0 == local ? w.name : $0 } }
+            for k in body.outputs.indices where body.outputs[k].value == local { body.outputs[k].value = w.name }
+            weights.append(w)
+            constant.insert(i)
+        }
+        body.inputs = body.inputs.enumerated().filter { !constant.contains($0.offset) }.map(\.element)
+        constantInputs = constant
+        let model = PortableModel(metadata: Metadata(name: body.name), weights: weights, functions: [body])
         do {
             let (_, plan) = try Compiler.compile(model, options: Compiler.Options(arch: arch), sourceDigest: [])
             executor = try FunctionExecutor(plan: plan, function: 0, threads: threads, frequentReshapes: false)
@@ -289,6 +314,7 @@ struct CompiledSubgraph: SubgraphRunner {
 
     func run(_ inputs: [NDArray]) throws -> [NDArray] {
         let f = executor.function
+        let inputs = constantInputs.isEmpty ? inputs : inputs.enumerated().filter { !constantInputs.contains($0.offset) }.map(\.element)
         guard inputs.count == f.inputs.count else { throw OpError("subgraph '\(f.name)' takes \(f.inputs.count) inputs, got \(inputs.count)") }
         for (arg, x) in zip(f.inputs, inputs) {
             let sameKind = x.scalarType == arg.type.dtype || (x.scalarType.isFloatingPoint && arg.type.dtype.isFloatingPoint)
