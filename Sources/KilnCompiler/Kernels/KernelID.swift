@@ -127,13 +127,15 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     case gatherND = "gather_nd"
     /// `scatter_nd` without reduction.
     case scatterND = "scatter_nd"
+    /// `dft` along the signal axis and `stft`: a GEMM with a twiddle matrix made when bound.
+    case dft = "f32_dft"
     /// The reference interpreter's kernel for the op.
     case reference = "reference"
 
     /// Whether the family's kernels are named by a GEMM tile.
     public var isTiled: Bool {
         switch self {
-        case .gemm, .conv2d, .conv2dNCHW, .conv2dNHWC, .conv2dWinograd, .matmul, .convTranspose, .recurrent: return true
+        case .gemm, .conv2d, .conv2dNCHW, .conv2dNHWC, .conv2dWinograd, .matmul, .convTranspose, .recurrent, .dft: return true
         default: return false
         }
     }
@@ -168,6 +170,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
         case .topK: ["top_k"]
         case .gatherND: ["gather_nd"]
         case .scatterND: ["scatter_nd"]
+        case .dft: ["dft", "stft"]
         case .unary, .binary, .reference: nil
         }
     }

@@ -149,6 +149,15 @@ public struct Lowering: CompilerPass {
         case "cast":
             guard let x = input(0), let to = outputs.first?.dtype else { return .reference }
             return (Lowering.castable.contains(x.dtype) || x.dtype == .float16 && to == .float32) && Lowering.castable.contains(to) ? .cast : .reference
+        case "dft":
+            // Along the axis before the complex dim (the default), its axis an attribute.
+            let a = op.attributes
+            guard float, input(0)?.dtype == .float32, let rank = input(0)?.rank, rank >= 2, op.inputs.count < 3 || op.inputs[2].isEmpty,
+                  let axis = try? OpSet.normalize(axis: (try? a.int("axis", -2)) ?? -2, rank: rank), axis == rank - 2,
+                  !((try? a.int("inverse", 0)) != 0 && (try? a.int("onesided", 0)) != 0) else { return .reference }
+            return .dft
+        case "stft":
+            return float && input(0)?.dtype == .float32 ? .dft : .reference
         case "conv_transpose":
             guard float, op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4, input(0)?.rank == 4 else { return .reference }
             return .convTranspose

@@ -52,6 +52,9 @@ enum StepFactory {
         case .matmul:
             let (uk, tile) = try step.microkernel()
             return MatMulStep(id: id, ukernel: uk, tile: tile)
+        case .dft:
+            let (uk, tile) = try step.microkernel()
+            return DFTStep(id: id, op: op, ukernel: uk, tile: tile)
         case .unary: return try UnaryStep(id: id, op: op)
         case .binary: return try BinaryStep(id: id, op: op)
         case .select: return SelectStep(id: id, op: op)
