@@ -77,7 +77,9 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
                     guard id.family == .reference else { throw OpError("a control-flow op needs the reference kernel, the plan names \(id)") }
                     // Captures are the op's trailing inputs and each body's trailing inputs: the stored
                     // weights among them are compiled into the bodies (packed, as the function's own).
-                    let captured = s.inputs.map { $0 >= 0 ? weightBySlot[$0] : nil }
+                    // Only captures: a loop's carried values and a scan's states and scanned inputs change per iteration.
+                    let count = op.opType == "if" ? max(0, s.inputs.count - 1) : min(s.inputs.count, max(0, (try? op.attributes.int("captures", 0)) ?? 0))
+                    let captured = s.inputs.suffix(count).map { $0 >= 0 ? weightBySlot[$0] : nil }
                     let planner: SubgraphPlanner = { body in try CompiledSubgraph(body, arch: arch, threads: bodyThreads, captured: captured) }
                     let reference = try LoweredReference(op, s.config, subgraphs: planner)
                     steps.append(Step(name: op.name, opType: op.opType, kernel: ReferenceStep(kernel: reference, fallback: nil), reference: reference,
