@@ -111,6 +111,10 @@ struct DFTStep: StepKernel, @unchecked Sendable {
         let (batches, rows, batchStride, rowStride, frame, channels, length, bins) = (g.batches, g.rows, g.batchStride, g.rowStride, g.frame, g.channels, g.length, g.bins)
         let (window, inverse) = (g.window, g.inverse)
         let k = frame * channels, cols = bins * 2
+        // The matrix is k × cols floats: transforms past 64Ki points run on the reference kernel.
+        guard length <= 1 << 16, k.multipliedReportingOverflow(by: cols).partialValue <= 1 << 26 else {
+            throw OpError("a \(length)-point transform is too long for the twiddle matrix")
+        }
         try expectOutput(outputs, g.output)
         let nr = tile.nr, panels = (cols + nr - 1) / nr
         let key = [frame, channels, length, bins, inverse ? 1 : 0, nr]
