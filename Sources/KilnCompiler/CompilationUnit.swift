@@ -8,6 +8,8 @@ public struct CompilationUnit: Sendable {
     }
     /// The target.
     public let arch: Architecture
+    /// The oldest runtime allowed to load the artifact: lowering chooses only kernels it has.
+    public var minimumRuntime = CompiledFormat.runtimeVersion
     /// Kernel name of every operation, per function (set by ``Lowering``).
     public var kernels: [String: [KernelID]] = [:]
     /// What passes chose for an op beyond its portable form (layout, fused activation, packed

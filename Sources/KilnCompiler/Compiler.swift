@@ -11,6 +11,7 @@ public enum Compiler {
         AttentionFusion.name: AttentionFusion(),
         BatchNormFolding.name: BatchNormFolding(),
         SpatialLifting.name: SpatialLifting(),
+        DeadTapPruning.name: DeadTapPruning(),
         EpilogueFusion.name: EpilogueFusion(),
         ProjectionFusion.name: ProjectionFusion(),
         ChannelsLastLayout.name: ChannelsLastLayout(),
@@ -20,12 +21,12 @@ public enum Compiler {
     ]
 
     /// The default pipeline: clean up, fold, make every `gemm` a `linear` or `matmul`, recognize GELU and attention, run 1-D convolutions as
-    /// 2-D ones, fuse epilogues, merge
+    /// 2-D ones, drop window taps that read only padding, fuse epilogues, merge
     /// projections of one input, choose the layout, fold pads, fuse residuals and the activations
     /// the layout made adjacent, lower.
     public static let defaultPipeline = [
-        DeadCodeElimination.name, ConstantFolding.name, GemmCanonicalization.name, GeluFusion.name, AttentionFusion.name, BatchNormFolding.name, SpatialLifting.name, EpilogueFusion.name,
-        ProjectionFusion.name, ChannelsLastLayout.name, PadFolding.name, ResidualFusion.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
+        DeadCodeElimination.name, ConstantFolding.name, GemmCanonicalization.name, GeluFusion.name, AttentionFusion.name, BatchNormFolding.name, SpatialLifting.name, DeadTapPruning.name,
+        EpilogueFusion.name, ProjectionFusion.name, ChannelsLastLayout.name, PadFolding.name, ResidualFusion.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
     ]
 
     /// What to compile for.
@@ -63,6 +64,7 @@ public enum Compiler {
             throw CompileError("minimum runtime version must be at least \(CompiledFormat.oldestCompatibleRuntime): older runtimes cannot read this compiler's plans (format \(CompiledFormat.currentVersion))")
         }
         var unit = CompilationUnit(model: model, arch: options.arch)
+        unit.minimumRuntime = options.minimumRuntime
         for name in options.pipeline { try passes[name]!.apply(to: &unit) }
         var plan = try MemoryPlanning.plan(unit)
         plan.source = SourceSummary(model)

@@ -1,3 +1,4 @@
+import KilnCompiler
 import KilnFormat
 
 /// What `kiln inspect` shows for a compiled artifact: header, functions, steps per kernel,
@@ -9,15 +10,19 @@ enum ArtifactInspection {
         var outputs: [Argument]
         var kernels: [(String, Int)]
         var steps: Int
-        /// Each step's op name, op type, kernel and config, in plan order.
-        var stepKernels: [(op: String, opType: String, kernel: String, config: StepConfig)]
+        /// Each step's op name, op type, kernel and config, in plan order, each control-flow op
+        /// followed by its bodies' steps (compiled for the artifact's arch as the runtime does).
+        var stepKernels: [ControlFlowBodies.PlannedKernel]
         /// Peak bytes of live op results, every symbolic dim taken as 1.
         var arenaBytes: Int
         var symbols: [String]
     }
 
     static func summaries(_ a: CompiledArtifact) -> [FunctionSummary] {
-        zip(a.plan.functions, a.plan.model.functions).map { plan, f in
+        // Bodies compile only for an arch this build knows; otherwise the plan's own steps are listed.
+        let walked = Architecture.named(a.plan.arch).map { ControlFlowBodies.steps(a.plan, arch: $0) }
+        return zip(a.plan.functions, a.plan.model.functions).enumerated().map { index, pair in
+            let (plan, f) = pair
             var counts: [String: Int] = [:]
             for s in plan.steps { counts[s.kernel, default: 0] += 1 }
             var bytes: [Int: Int] = [:]
@@ -39,7 +44,9 @@ enum ArtifactInspection {
             }
             return FunctionSummary(name: f.name, inputs: f.inputs, outputs: f.outputs,
                                    kernels: counts.sorted { ($0.value, $1.key) > ($1.value, $0.key) }, steps: plan.steps.count,
-                                   stepKernels: zip(f.operations, plan.steps).map { ($0.name, $0.opType, $1.kernel, $1.config) },
+                                   stepKernels: walked?[index] ?? zip(f.operations, plan.steps).map {
+                                       ControlFlowBodies.PlannedKernel(op: $0.name, opType: $0.opType, kernel: $1.kernel, config: $1.config, inputTypes: [], body: "")
+                                   },
                                    arenaBytes: peak, symbols: symbols.sorted())
         }
     }
@@ -67,10 +74,10 @@ enum ArtifactInspection {
             s += "      arena  \(grouped(f.arenaBytes)) bytes\(note)\n"
             s += "      steps  \(f.steps)\n"
             for (k, n) in f.kernels { s += "        \(k)  \(n)\n" }
-            let reference = f.stepKernels.filter { $0.kernel == "reference" }
+            let reference = f.stepKernels.filter { $0.kernel == "reference" || $0.kernel.hasPrefix("unavailable") }
             if !reference.isEmpty {
                 s += "      run by the reference interpreter\n"
-                for r in reference { s += "        \(r.op)  (\(r.opType))\n" }
+                for r in reference { s += "        \(r.op)  (\(r.opType)\(r.body.isEmpty ? "" : ", in \(r.body)"))\n" }
             }
         }
         return s
@@ -101,7 +108,8 @@ enum ArtifactInspection {
                     ("kernels", .array(f.kernels.map { .object([("kernel", .string($0.0)), ("count", .int($0.1))]) })),
                     ("stepKernels", .array(f.stepKernels.map {
                         .object([("op", .string($0.op)), ("opType", .string($0.opType)), ("kernel", .string($0.kernel))]
-                            + ($0.config.isPortable ? [] : [("config", .string($0.config.description))]))
+                            + ($0.config.isPortable ? [] : [("config", .string($0.config.description))])
+                            + ($0.body.isEmpty ? [] : [("body", .string($0.body))]))
                     })),
                     ("arenaBytes", .int(f.arenaBytes)), ("arenaSymbolsTakenAsOne", .array(f.symbols.map { .string($0) })),
                 ])

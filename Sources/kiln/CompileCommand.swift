@@ -10,7 +10,7 @@ enum CompileCommand {
     static let spec = CommandSpec(
         name: "compile",
         abstract: "Compile a package into one artifact per CPU architecture.",
-        usage: "kiln compile PKG.kiln --arch all|host|A,B,... [--min-runtime-version X.Y] [--config CFG.json] [--encrypt KEY] [--version V] -o DIR [--json]",
+        usage: "kiln compile PKG.kiln --arch all|host|A,B,... [--min-runtime-version X.Y] [--config CFG.json] [--encrypt KEY] [--version V] [--strict] -o DIR [--json]",
         arguments: [("PKG.kiln", "The portable package to compile.")],
         options: [
             OptionSpec(names: ["--arch"], valueName: "ARCHS", help: "all, host, or a comma-separated list of: \(Architecture.all.map(\.name).joined(separator: ", "))."),
@@ -19,6 +19,7 @@ enum CompileCommand {
             OptionSpec(names: ["--encrypt"], valueName: "KEY", help: "Encrypt each artifact's plan and weights with AES-256-GCM under this key file (kiln keygen)."),
             OptionSpec(names: ["--version"], valueName: "V", help: "The model version assets.json names (kiln fetch installs under it; default: a digest of the artifacts)."),
             OptionSpec(names: ["-o", "--output"], valueName: "DIR", help: "Directory for Name.<arch>.compiled files and assets.json."),
+            OptionSpec(names: ["--strict"], valueName: nil, help: "Fail, writing nothing, when any step (control-flow bodies included) would run the reference interpreter."),
             OptionSpec(names: ["--json"], valueName: nil, help: "Print assets.json's contents instead of a summary."),
         ])
 
@@ -51,18 +52,20 @@ enum CompileCommand {
         }
         let name = packageName(path)
         let tty = isatty(2) != 0
-        let results = Locked([String: Result<(String, ArtifactHeader, [[UInt8]]), Error>]())
+        let results = Locked([String: Result<(String, ArtifactHeader, [[UInt8]], [(what: String, count: Int)]), Error>]())
         let frozen = model, sourceDigest = digest, minimumRuntime = minimum
         DispatchQueue.concurrentPerform(iterations: archs.count) { i in
             let arch = archs[i]
             if tty { Console.err("compiling \(name) for \(arch.name)…\n") }
             var options = Compiler.Options(arch: arch)
             options.minimumRuntime = minimumRuntime
-            let result = Result { () throws -> (String, ArtifactHeader, [[UInt8]]) in
+            let result = Result { () throws -> (String, ArtifactHeader, [[UInt8]], [(what: String, count: Int)]) in
                 let (header, plan) = try Compiler.compile(frozen, options: options, sourceDigest: sourceDigest)
                 let file = ModelFile.artifact(name: name, arch: arch.name).fileName
                 let chunks = CompiledArtifact.serialize(header: header, plan: plan)
-                return (file, header, try key.map { try ArtifactEncryption.encrypt(chunks, key: $0) } ?? chunks)
+                // The steps the reference interpreter would run, bodies compiled as the runtime compiles them.
+                let reference = ControlFlowBodies.referenceSummary(ControlFlowBodies.steps(plan, arch: arch).flatMap { $0 })
+                return (file, header, try key.map { try ArtifactEncryption.encrypt(chunks, key: $0) } ?? chunks, reference)
             }
             results.update { $0[arch.name] = result }
         }
@@ -73,7 +76,15 @@ enum CompileCommand {
             case .failure(let e as CompileError): throw Failure(message: "\(path): cannot compile for \(arch.name): \(e.reason)")
             case .failure(let e as PackageError): throw Failure(message: "\(path): cannot encrypt for \(arch.name): \(e.reason)")
             case .failure(let e): throw e
-            case .success(let r): written.append(r)
+            case .success(let r):
+                written.append((r.0, r.1, r.2))
+                guard !r.3.isEmpty else { continue }
+                let count = r.3.reduce(0) { $0 + $1.count }
+                let list = r.3.map { "\($0.what) ×\($0.count)" }.joined(separator: ", ")
+                if args.has("--strict") {
+                    throw Failure(message: "\(path): --strict: for \(arch.name), \(count) step\(count == 1 ? "" : "s") would run the reference interpreter: \(list)")
+                }
+                Console.err("note: \(arch.name): \(count) step\(count == 1 ? "" : "s") run\(count == 1 ? "s" : "") the reference interpreter: \(list)\n")
             }
         }
         do {

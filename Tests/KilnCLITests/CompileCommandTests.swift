@@ -22,7 +22,7 @@ final class CompileCommandTests: XCTestCase {
             XCTAssertEqual(a["bytes"] as? Int, bytes.count)
             XCTAssertEqual(a["sha256"] as? String, bytes.withUnsafeBytes { SHA256.hex(SHA256.hash($0)) })
             XCTAssertEqual(a["formatVersion"] as? Int, 6)
-            XCTAssertEqual(a["minimumRuntimeVersion"] as? String, "0.6")
+            XCTAssertEqual(a["minimumRuntimeVersion"] as? String, "0.7")
             XCTAssertEqual((a["sourceDigest"] as? String)?.count, 64)
         }
         // Byte-identical on a second run.
@@ -80,6 +80,25 @@ final class CompileCommandTests: XCTestCase {
         XCTAssertEqual(bad.status, 1)
         XCTAssertTrue(bad.stderr.hasPrefix("error: \(dir)/bad.x86_64.compiled"), bad.stderr)
         XCTAssertEqual(bad.stderr.split(separator: "\n").count, 1, bad.stderr)
+    }
+
+    /// Steps left to the reference interpreter are summed on stderr by op and input types; with
+    /// `--strict` they are the error and nothing is written.
+    func testReferenceStepsNoteAndStrict() throws {
+        let dir = try temporaryDirectory(self)
+        let onnx = "\(repositoryRoot)/Tests/Fixtures/onnx/ops/grid_sample_linear_border.onnx"
+        XCTAssertEqual(try kiln(["convert", onnx, "-o", "\(dir)/Grid.kiln"]).status, 0)
+        let loose = try kiln(["compile", "\(dir)/Grid.kiln", "--arch", "x86_64_v3", "-o", "\(dir)/loose"])
+        XCTAssertEqual(loose.status, 0, loose.stderr)
+        XCTAssertTrue(loose.stderr.contains("note: x86_64_v3: 1 step runs the reference interpreter: grid_sample(float32, float32) ×1"), loose.stderr)
+        let strict = try kiln(["compile", "\(dir)/Grid.kiln", "--arch", "x86_64_v3", "--strict", "-o", "\(dir)/strict"])
+        XCTAssertEqual(strict.status, 1)
+        XCTAssertTrue(strict.stderr.contains("--strict: for x86_64_v3, 1 step would run the reference interpreter: grid_sample(float32, float32) ×1"), strict.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(dir)/strict"))
+        // A package every step of which has a kernel compiles under --strict without a note.
+        let clean = try kiln(["compile", classifier, "--arch", "x86_64_v3", "--strict", "-o", "\(dir)/clean"])
+        XCTAssertEqual(clean.status, 0, clean.stderr)
+        XCTAssertFalse(clean.stderr.contains("reference"), clean.stderr)
     }
 
     func testBenchReport() throws {

@@ -7,7 +7,7 @@ import XCTest
 
 /// `pad` in reflect, edge and wrap modes runs as compiled copies: against a case worked out by
 /// hand and the reference interpreter on every arch, borders on several axes at once, wrap wider
-/// than its axis.
+/// than its axis, negative amounts (crops) with positive ones.
 final class BorderPadTests: XCTestCase {
     func testBorderModesRunCompiled() async throws {
         var b = ModelBuilder(name: "pads")
@@ -20,6 +20,10 @@ final class BorderPadTests: XCTestCase {
         f.output("v_reflect", try f.apply1("pad", [v], ["mode": .string("reflect"), "pads": .ints([3, 2])], name: "v_reflect"))
         f.output("v_edge", try f.apply1("pad", [v], ["mode": .string("edge"), "pads": .ints([2, 1])], name: "v_edge"))
         f.output("v_wrap", try f.apply1("pad", [v], ["mode": .string("wrap"), "pads": .ints([5, 3])], name: "v_wrap"))
+        // Negative amounts crop before the positive ones pad.
+        f.output("v_edge_crop", try f.apply1("pad", [v], ["mode": .string("edge"), "pads": .ints([-1, 2])], name: "v_edge_crop"))
+        f.output("v_reflect_crop", try f.apply1("pad", [v], ["mode": .string("reflect"), "pads": .ints([2, -1])], name: "v_reflect_crop"))
+        f.output("edge_crop", try f.apply1("pad", [x], ["mode": .string("edge"), "pads": .ints([0, -1, 1, 0, 1, -2])], name: "edge_crop"))
         try b.add(f)
         let model = try b.build()
         let inputs = ["x": NDArray(shape: [2, 3, 4], scalars: (0 ..< 24).map { Float($0) }), "v": NDArray(shape: [4], scalars: [Float(1), 2, 3, 4])]
@@ -28,6 +32,8 @@ final class BorderPadTests: XCTestCase {
             "v_reflect": [4, 3, 2, 1, 2, 3, 4, 3, 2],
             "v_edge": [1, 1, 1, 2, 3, 4, 4],
             "v_wrap": [4, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3],
+            "v_edge_crop": [2, 3, 4, 4, 4],
+            "v_reflect_crop": [3, 2, 1, 2, 3],
         ]
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -84,6 +84,12 @@ void kiln_f32_resize_axis__scalar(size_t outer, size_t n, size_t inner, const fl
 void kiln_f32_col2im__scalar(size_t channels, size_t h, size_t w, size_t kh, size_t kw, size_t sh, size_t sw, size_t dh,
                              size_t dw, size_t pt, size_t pl, size_t oh, size_t ow, const float *cols, float *y);
 
+/// Whether the box (y1, x1, y2, x2) of `area` has an IoU above `iou` with any of the n kept boxes
+/// (corners and areas as arrays), as non_max_suppression decides: boxes that do not intersect and
+/// boxes of zero area never suppress.
+int kiln_f32_nms_overlaps(const float *ky1, const float *kx1, const float *ky2, const float *kx2, const float *karea, size_t n,
+                          float y1, float x1, float y2, float x2, float area, float iou);
+
 
 #ifdef __cplusplus
 }

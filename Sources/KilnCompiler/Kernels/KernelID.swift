@@ -127,10 +127,32 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     case gatherND = "gather_nd"
     /// `scatter_nd` without reduction.
     case scatterND = "scatter_nd"
+    /// `gather_elements` and `scatter_elements` (any element type; reductions on float32, int64, int32).
+    case elementIndex = "element_index"
+    /// `cumsum` on float32, int64 and int32.
+    case cumulative = "cumsum"
+    /// `assume`: a convert-time assumption checked at run time.
+    case assume = "assume"
+    /// `non_zero`, its count checked against the shape plan's.
+    case nonZero = "non_zero"
+    /// `non_max_suppression` on float32 boxes and scores, its count checked against the shape plan's.
+    case nms = "f32_nms"
+    /// `if`, `loop` and `scan`: bodies compiled for the artifact's arch when the function loads,
+    /// run by executors of their own (shape plans included); the results' shapes are checked
+    /// against the shape plan's.
+    case controlFlow = "control_flow"
     /// `dft` along the signal axis and `stft`: a GEMM with a twiddle matrix made when bound.
     case dft = "f32_dft"
     /// The reference interpreter's kernel for the op.
     case reference = "reference"
+
+    /// The first runtime version that has the family's kernels.
+    public var sinceRuntime: RuntimeVersion {
+        switch self {
+        case .elementIndex, .cumulative, .assume, .nonZero, .nms, .controlFlow: RuntimeVersion(0, 7)
+        default: RuntimeVersion(0, 6)
+        }
+    }
 
     /// Whether the family's kernels are named by a GEMM tile.
     public var isTiled: Bool {
@@ -171,6 +193,12 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
         case .gatherND: ["gather_nd"]
         case .scatterND: ["scatter_nd"]
         case .dft: ["dft", "stft"]
+        case .elementIndex: ["gather_elements", "scatter_elements"]
+        case .cumulative: ["cumsum"]
+        case .assume: ["assume"]
+        case .nonZero: ["non_zero"]
+        case .nms: ["non_max_suppression"]
+        case .controlFlow: OpSet.ops(in: .controlFlow)
         case .unary, .binary, .reference: nil
         }
     }

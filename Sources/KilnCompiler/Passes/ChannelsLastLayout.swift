@@ -327,6 +327,18 @@ public struct ChannelsLastLayout: CompilerPass {
                 a["pads"] = .ints(ChannelsLastLayout.toLast.map { pads[$0] } + ChannelsLastLayout.toLast.map { pads[4 + $0] })
                 emitLast(op, inputs: [t] + op.inputs.dropFirst(), attributes: a)
                 return true
+            case "slice":
+                // Bounds fixed at convert time (a ghost module's channel slice): the same slice with
+                // its axes moved to the channels-last positions.
+                guard let t = twin[op.inputs[0]], y.type.rank == 4, op.inputs.dropFirst().allSatisfy({ $0.isEmpty }),
+                      let starts = (try? op.attributes.ints("starts")) ?? nil else { return false }
+                let axes = ((try? op.attributes.ints("axes")) ?? nil) ?? Array(0 ..< starts.count)
+                guard axes.count == starts.count, let moved = try? axes.map({ ChannelsLastLayout.toFirst[try OpSet.normalize(axis: $0, rank: 4)] })
+                else { return false }
+                var a = op.attributes
+                a["axes"] = .ints(moved)
+                emitLast(op, inputs: [t], attributes: a)
+                return true
             case "identity", "dropout":
                 // Inference dropout with no mask read is the identity: the result shares the input's twin.
                 guard op.inputs.count >= 1, let t = twin[op.inputs[0]] else { return false }

@@ -20,6 +20,8 @@ public struct Lowering: CompilerPass {
     static let arithmetic = OpSet.ops(in: .arithmetic), comparisons = OpSet.ops(in: .comparison), logic = OpSet.ops(in: .logical)
     /// Reductions the compiled reduce kernel runs (kiln_reduce.inc; the others of the op set run the reference kernel).
     static let reduceKernels = Set(OpSet.reduceNames.filter { kiln_reduce_code($0) != 0 })
+    /// Reductions the reduce family runs on int64 and int32 too (wrapping as two's complement, as onnxruntime's do).
+    package static let integerReductions: Set<String> = ["reduce_min", "reduce_max", "reduce_sum", "reduce_prod"]
     static let copies = OpSet.ops(in: .copy), views = OpSet.ops(in: .view), generators = OpSet.ops(in: .generator)
     static let castable: Set<DataType> = [.float32, .float64, .int64, .int32, .int8, .uint8, .bool]
 
@@ -39,6 +41,8 @@ public struct Lowering: CompilerPass {
             for (i, op) in f.operations.enumerated() {
                 let config = unit.config(of: op, in: f.name)
                 var family = family(op, config, unit, type)
+                // A family newer than the oldest runtime allowed to load the artifact: the reference kernel.
+                if family.sinceRuntime > unit.minimumRuntime { family = .reference }
                 /// Makes input 1 the weight packed by `make` in `layout`, once per `key` for the whole model.
                 func repack(_ w: Weight, key: String, _ layout: StepConfig.WeightLayout, window: [Int] = [], _ make: (String) throws -> Weight) throws {
                     unit.configure(op, in: f.name) {
@@ -113,6 +117,7 @@ public struct Lowering: CompilerPass {
         let inputTypes = op.inputs.map { $0.isEmpty ? nil : type($0) }
         func input(_ i: Int) -> TensorType? { i < inputTypes.count ? inputTypes[i] : nil }
         let notSubByte = (inputTypes.compactMap { $0 } + outputs).allSatisfy { !$0.dtype.isSubByte }
+        if let family = indexingFamily(op, input, outputs: outputs, notSubByte: notSubByte) { return family }
         switch op.opType {
         case "conv":
             guard float, op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4,
@@ -172,12 +177,6 @@ public struct Lowering: CompilerPass {
             return float && op.outputs.count == 1 ? .batchNorm : .reference
         case "instance_norm":
             return float ? .instanceNorm : .reference
-        case "top_k":
-            return input(0)?.dtype == .float32 && outputs.count == 2 ? .topK : .reference
-        case "gather_nd":
-            return notSubByte && [.int64, .int32].contains(input(1)?.dtype) ? .gatherND : .reference
-        case "scatter_nd":
-            return notSubByte && [.int64, .int32].contains(input(1)?.dtype) ? .scatterND : .reference
         case "softmax", "log_softmax":
             return float && input(0)?.dtype == .float32 ? .softmax : .reference
         case "layer_norm":
@@ -196,6 +195,10 @@ public struct Lowering: CompilerPass {
             }
             return .attention
         case _ where Lowering.reduceKernels.contains(op.opType):
+            if let x = input(0), [.int64, .int32].contains(x.dtype), Lowering.integerReductions.contains(op.opType),
+               outputs.count == 1, outputs[0].dtype == x.dtype {
+                return .reduce
+            }
             return float && input(0)?.dtype == .float32 ? .reduce : .reference
         case "argmax", "argmin":
             return input(0)?.dtype == .float32 ? .argReduce : .reference
@@ -224,6 +227,34 @@ public struct Lowering: CompilerPass {
         default:
             guard float, input(0)?.dtype == .float32, let unary = UnaryFunction.of(op) else { return .reference }
             return unary.function == .identity ? .view : .unary
+        }
+    }
+
+    /// The family of ops that index, count or branch (top_k, gather_nd, scatter_nd, gather_elements,
+    /// scatter_elements, cumsum, assume, non_max_suppression, non_zero, control flow); `nil` for other ops.
+    func indexingFamily(_ op: Operation, _ input: (Int) -> TensorType?, outputs: [TensorType], notSubByte: Bool) -> KernelFamily? {
+        switch op.opType {
+        case "top_k":
+            return input(0)?.dtype == .float32 && outputs.count == 2 ? .topK : .reference
+        case "gather_nd":
+            return notSubByte && [.int64, .int32].contains(input(1)?.dtype) ? .gatherND : .reference
+        case "scatter_nd":
+            return notSubByte && [.int64, .int32].contains(input(1)?.dtype) ? .scatterND : .reference
+        case "gather_elements", "scatter_elements":
+            return notSubByte && [.int64, .int32].contains(input(1)?.dtype) ? .elementIndex : .reference
+        case "cumsum":
+            let axisGiven = op.attributes["axis"] != nil || [.int64, .int32].contains(input(1)?.dtype)
+            return [.float32, .int64, .int32].contains(input(0)?.dtype) && axisGiven ? .cumulative : .reference
+        case "assume":
+            return notSubByte && input(1)?.dtype == .bool ? .assume : .reference
+        case "non_max_suppression":
+            return input(0)?.dtype == .float32 && input(1)?.dtype == .float32 ? .nms : .reference
+        case "non_zero":
+            return notSubByte && (input(0)?.rank ?? 0) > 0 ? .nonZero : .reference
+        case _ where op.hasSubgraphs:
+            return .controlFlow
+        default:
+            return nil
         }
     }
 

@@ -74,15 +74,16 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         for (s, (op, id)) in zip(fp.steps, zip(f.operations, kernels)) {
             do {
                 if op.hasSubgraphs {
-                    guard id.family == .reference else { throw OpError("a control-flow op needs the reference kernel, the plan names \(id)") }
-                    // Captures are the op's trailing inputs and each body's trailing inputs: the stored
-                    // weights among them are compiled into the bodies (packed, as the function's own).
-                    // Only captures: a loop's carried values and a scan's states and scanned inputs change per iteration.
-                    let count = op.opType == "if" ? max(0, s.inputs.count - 1) : min(s.inputs.count, max(0, (try? op.attributes.int("captures", 0)) ?? 0))
-                    let captured = s.inputs.suffix(count).map { $0 >= 0 ? weightBySlot[$0] : nil }
+                    // Artifacts compiled before the control_flow family name the reference kernel: the same step.
+                    guard id.family == .controlFlow || id.family == .reference else {
+                        throw OpError("a control-flow op needs the control_flow kernel, the plan names \(id)")
+                    }
+                    // The stored weights among the captures are compiled into the bodies (packed, as the function's own).
+                    let captured = ControlFlowBodies.captured(op, inputs: s.inputs, weightBySlot: weightBySlot)
                     let planner: SubgraphPlanner = { body in try CompiledSubgraph(body, arch: arch, threads: bodyThreads, captured: captured) }
                     let reference = try LoweredReference(op, s.config, subgraphs: planner)
-                    steps.append(Step(name: op.name, opType: op.opType, kernel: ReferenceStep(kernel: reference, fallback: nil), reference: reference,
+                    let kernel = ControlFlowStep(id: id, step: ReferenceStep(kernel: reference, fallback: nil))
+                    steps.append(Step(name: op.name, opType: op.opType, kernel: kernel, reference: reference,
                                       inputs: s.inputs, outputs: s.outputs))
                     continue
                 }
@@ -127,20 +128,36 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         let key = ShapeKey(args)
         switch plans.entry(for: key) {
         case .plan(let plan)?:
-            return try plan.run(args, executor: self)
+            do {
+                return try plan.run(args, executor: self)
+            } catch let mismatch as PlanMismatch {
+                // Values decided other shapes than the plan's: planned again once (a new steady
+                // state), generic from the second time on. The plan wrote only its own memory.
+                guard plans.mismatch(key) < 2 else {
+                    plans.insert(key, .generic(reason: "shapes decided by values changed between runs (\(mismatch))"))
+                    profile?.countRun()
+                    return try runGeneric(args, recording: nil)
+                }
+                return try record(key, args)
+            }
         case .generic?:
             profile?.countRun()
             return try runGeneric(args, recording: nil)
         case nil:
-            let recording = Recording(slotCount: slotCount)
-            let outputs = try runGeneric(args, recording: recording)
-            do {
-                plans.insert(key, .plan(try ShapePlan(self, recording)))
-            } catch {
-                plans.insert(key, .generic(reason: "\(error)"))
-            }
-            return outputs
+            return try record(key, args)
         }
+    }
+
+    /// Runs generically, recording, and keeps the plan built from the record for `key`.
+    private func record(_ key: ShapeKey, _ args: [NDArray]) throws -> [String: NDArray] {
+        let recording = Recording(slotCount: slotCount)
+        let outputs = try runGeneric(args, recording: recording)
+        do {
+            plans.insert(key, .plan(try ShapePlan(self, recording)))
+        } catch {
+            plans.insert(key, .generic(reason: "\(error)"))
+        }
+        return outputs
     }
 
     /// The shape plans built so far: for each, why it runs generically (or `nil`), its arena
@@ -177,7 +194,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
                 throw InferenceError(function: function.name, op: step.name, reason: "produced \(results.count) outputs, declared \(step.outputs.count)")
             }
             for (k, r) in results.enumerated() { values[step.outputs[k]] = r }
-            recording?.note(step, inputs: step.inputs, results: results)
+            recording?.note(step, index: index, inputs: step.inputs, values: inputs, results: results)
             profile?.add(index, DispatchTime.now().uptimeNanoseconds - started)
         }
         var out: [String: NDArray] = [:]
@@ -192,7 +209,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     private func runStep(_ step: Step, _ inputs: [NDArray?]) throws -> [NDArray] {
         if step.kernel is ReferenceStep { return try step.reference(inputs) }
         let operands = inputs.enumerated().map { i, x in x.map { Operand(slot: i, shape: $0.shape, dtype: $0.scalarType, value: $0) } }
-        guard let types = try step.kernel.outputTypes(operands) else { return try step.reference(inputs) }
+        guard let types = try step.kernel.outputTypes(operands) else { return try step.kernel.evaluate(inputs) ?? step.reference(inputs) }
         let results = types.map { NDArray(uninitializedShape: $0.shape, scalarType: $0.dtype) }
         let outputs = results.enumerated().map { k, r in Operand(slot: inputs.count + k, shape: r.shape, dtype: r.scalarType, value: nil) }
         var context = BindContext(threads: threads, scratchSlot: inputs.count + results.count)
@@ -227,6 +244,7 @@ struct ShapeKey: Hashable {
 final class PlanCache: @unchecked Sendable {
     enum Entry { case plan(ShapePlan), generic(reason: String) }
     private var entries: [ShapeKey: Entry] = [:]
+    private var mismatches: [ShapeKey: Int] = [:]
     private var order: [ShapeKey] = []
     private let capacity: Int
     private let lock = NSLock()
@@ -237,6 +255,14 @@ final class PlanCache: @unchecked Sendable {
     var all: [Entry] { lock.withLock { order.compactMap { entries[$0] } } }
 
     func entry(for key: ShapeKey) -> Entry? { lock.withLock { entries[key] } }
+
+    /// Counts a run whose values did not fit `key`'s plan; returns how many did before it.
+    func mismatch(_ key: ShapeKey) -> Int {
+        lock.withLock {
+            defer { mismatches[key, default: 0] += 1 }
+            return mismatches[key, default: 0]
+        }
+    }
 
     func insert(_ key: ShapeKey, _ entry: Entry) {
         lock.withLock {
@@ -286,24 +312,8 @@ struct CompiledSubgraph: SubgraphRunner {
     /// trailing entries line up with the body's trailing inputs.
     init(_ body: Function, arch: Architecture?, threads: Int, captured: [Weight?] = []) throws {
         guard let arch else { throw OpError("the artifact's arch is unknown to this runtime") }
-        var body = body, weights: [Weight] = [], constant = Set<Int>()
-        let offset = body.inputs.count - captured.count
-        var names = Set(body.inputs.map(\.name))
-        for op in body.operations { for o in op.outputs { names.insert(o.name) } }
-        for (j, w) in captured.enumerated() {
-            let i = offset + j
-            // The weight keeps its name inside the body, unless a body value has that name.
-            guard let w, i >= 0, i < body.inputs.count, !names.contains(w.name) || body.inputs[i].name == w.name,
-                  !weights.contains(where: { $0.name == w.name }) else { continue }
-            let local = body.inputs[i].name
-            for k in body.operations.indices { body.operations[k].inputs = body.operations[k].inputs.map { $0 == local ? w.name : $0 } }
-            for k in body.outputs.indices where body.outputs[k].value == local { body.outputs[k].value = w.name }
-            weights.append(w)
-            constant.insert(i)
-        }
-        body.inputs = body.inputs.enumerated().filter { !constant.contains($0.offset) }.map(\.element)
+        let (model, constant) = ControlFlowBodies.model(body, captured: captured)
         constantInputs = constant
-        let model = PortableModel(metadata: Metadata(name: body.name), weights: weights, functions: [body])
         do {
             let (_, plan) = try Compiler.compile(model, options: Compiler.Options(arch: arch), sourceDigest: [])
             executor = try FunctionExecutor(plan: plan, function: 0, threads: threads, frequentReshapes: false)

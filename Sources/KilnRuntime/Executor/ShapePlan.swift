@@ -11,8 +11,12 @@ final class Recording {
     var dtypes: [DataType?]
     /// Values fixed by the input shapes alone.
     var known: [NDArray?]
-    /// Set when an op's result shape depends on input data (the signature then runs generically).
+    /// Set when an op's result shape depends on input data too large to guard (the signature then runs generically).
     var dataDependentShape: String?
+    /// Run-time values that decide a later step's shapes (a shape tensor computed from data): the
+    /// plan checks each is what this run saw before the step that reads it (`step`), else the
+    /// run is done again generically (``PlanMismatch``).
+    var guards: [(step: Int, slot: Int, value: NDArray)] = []
 
     /// Results up to this size are folded when their inputs are known.
     static let foldLimit = 1 << 20
@@ -20,8 +24,8 @@ final class Recording {
     /// Inputs of ops whose values decide the result's shape (the registry's `shapeInputs`).
     static let shapeInputs: [String: [Int]] = OpSet.schemas.compactMapValues { $0.shapeInputs.isEmpty ? nil : $0.shapeInputs }
 
-    /// Ops whose result shapes only running them tells.
-    static let controlFlow = OpSet.ops(in: .controlFlow)
+    /// The largest shape-deciding value a plan guards (elements).
+    static let guardLimit = 4096
 
     init(slotCount: Int) {
         shapes = Array(repeating: nil, count: slotCount)
@@ -29,17 +33,20 @@ final class Recording {
         known = Array(repeating: nil, count: slotCount)
     }
 
-    func note(_ step: FunctionExecutor.Step, inputs: [Int], results: [NDArray]) {
+    /// Records step `index`'s results; `values` are its inputs' arrays.
+    func note(_ step: FunctionExecutor.Step, index: Int, inputs: [Int], values: [NDArray?], results: [NDArray]) {
         for (s, r) in zip(step.outputs, results) {
             shapes[s] = r.shape
             dtypes[s] = r.scalarType
         }
+        // Control flow and ops whose result sizes are counted from data (non_zero) are planned
+        // with this run's shapes: their bound steps throw ``PlanMismatch`` when a run differs.
         for i in Recording.shapeInputs[step.opType] ?? [] where i < inputs.count && inputs[i] >= 0 && known[inputs[i]] == nil {
-            dataDependentShape = dataDependentShape ?? "op '\(step.name)' takes its shape from input data"
-        }
-        // A branch or a loop decides its results' shapes as it runs.
-        if Recording.controlFlow.contains(step.opType) {
-            dataDependentShape = dataDependentShape ?? "op '\(step.name)' is control flow"
+            guard let v = values[i], v.elementCount <= Recording.guardLimit else {
+                dataDependentShape = dataDependentShape ?? "op '\(step.name)' takes its shape from a large input computed at run time"
+                continue
+            }
+            if !guards.contains(where: { $0.step == index && $0.slot == inputs[i] }) { guards.append((index, inputs[i], v.contiguous())) }
         }
         let shapeOnly = step.opType == "shape" || step.opType == "size"
         let allKnown = inputs.allSatisfy { $0 < 0 || known[$0] != nil }
@@ -182,7 +189,8 @@ final class ShapePlan: @unchecked Sendable {
         for s in executor.outputSlots { use(s, at: Int.max) }
         var (offsets, end) = ShapePlan.placeRoots(bytes: rootBytes, first: rootFirst, last: rootLast)
         var context = BindContext(threads: executor.threads, scratchSlot: slotCount)
-        let (steps, fallbacks) = try ShapePlan.bind(planned, executor, &context)
+        let (bound, fallbacks) = try ShapePlan.bind(planned, executor, &context)
+        let steps = ShapePlan.guarded(bound, recording.guards, executor)
         scratchOffset = end
         end += context.scratchBytes
         arenaBytes = max(end, 64)
@@ -256,6 +264,28 @@ final class ShapePlan: @unchecked Sendable {
             }
         }
         return (steps, fallbacks)
+    }
+
+    /// The steps with a check of each guarded value before the first step at or after the one that reads it.
+    private static func guarded(_ steps: [PlannedStep], _ guards: [(step: Int, slot: Int, value: NDArray)], _ executor: FunctionExecutor) -> [PlannedStep] {
+        guard !guards.isEmpty else { return steps }
+        var out: [PlannedStep] = [], pending = guards.sorted { $0.step < $1.step }[...]
+        func check(_ g: (step: Int, slot: Int, value: NDArray)) -> PlannedStep {
+            let (slot, value, name) = (g.slot, g.value, executor.steps[g.step].name)
+            let bytes = value.elementCount * value.elementSize
+            return PlannedStep(index: g.step, bound: BoundStep { slots in
+                guard memcmp(slots[slot], value.unsafeBase, bytes) == 0 else {
+                    throw PlanMismatch(reason: "a shape input computed at run time differs from the one the plan was built for", op: name)
+                }
+            })
+        }
+        for s in steps {
+            while let g = pending.first, g.step <= s.index { out.append(check(g)); pending.removeFirst() }
+            out.append(s)
+        }
+        // Guards of steps folded away or views (no planned step at or after them) run last, before the outputs are read.
+        out += pending.map(check)
+        return out
     }
 
     /// The input slot whose buffer the single output `o` of step `i` may take over: elementwise
@@ -333,6 +363,9 @@ final class ShapePlan: @unchecked Sendable {
                 try step.bound.run(slots)
             } catch let e as OpError {
                 throw InferenceError(function: executor.function.name, op: executor.steps[step.index].name, reason: e.reason)
+            } catch var m as PlanMismatch {
+                m.op = m.op ?? executor.steps[step.index].name
+                throw m
             }
             profile?.add(step.index, DispatchTime.now().uptimeNanoseconds - started)
         }

@@ -84,6 +84,12 @@ enum StepFactory {
         case .topK: return TopKStep(id: id, op: op)
         case .gatherND: return GatherNDStep(id: id, op: op)
         case .scatterND: return ScatterNDStep(id: id, op: op)
+        case .elementIndex: return op.opType == "gather_elements" ? GatherElementsStep(id: id, op: op) : ScatterElementsStep(id: id, op: op)
+        case .cumulative: return CumulativeStep(id: id, op: op)
+        case .assume: return AssumeStep(id: id, op: op)
+        case .nonZero: return NonZeroStep(id: id, op: op)
+        case .nms: return try NonMaxSuppressionStep(id: id, op: op)
+        case .controlFlow: throw OpError("control flow is prepared with its bodies")
         }
     }
 

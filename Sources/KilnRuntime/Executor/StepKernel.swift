@@ -33,6 +33,17 @@ struct BoundStep: @unchecked Sendable {
     let run: (SlotTable) throws -> Void
 }
 
+/// Thrown by a planned step when a run's values give a shape other than the one its plan was
+/// built for (a branch taken the other way, a loop run a different number of times, a
+/// `non_zero` finding a different count, a shape tensor computed from data): the run is done
+/// again generically, and a signature that keeps changing runs generically from then on.
+struct PlanMismatch: Error, CustomStringConvertible {
+    var reason: String
+    var op: String? = nil
+
+    var description: String { op.map { "op '\($0)': \(reason)" } ?? reason }
+}
+
 /// What binding may ask of the plan.
 struct BindContext {
     /// Threads the step may use.
@@ -57,6 +68,14 @@ protocol StepKernel: Sendable {
     /// Binds to concrete operands.
     /// - Throws: ``OpError`` when the operands do not fit this kernel.
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep
+    /// Results of a step whose output shapes only its data decides (`non_zero`,
+    /// `non_max_suppression`), computed on arrays for generic runs; `nil` when the step has no
+    /// such path (the generic run then uses the reference kernel).
+    func evaluate(_ inputs: [NDArray?]) throws -> [NDArray]?
+}
+
+extension StepKernel {
+    func evaluate(_ inputs: [NDArray?]) throws -> [NDArray]? { nil }
 }
 
 /// Throws unless the plan gives output `index` the shape a kernel writes. A kernel that works
@@ -81,6 +100,20 @@ extension StepKernel {
             out.append((shape, t.dtype))
         }
         return out.count == op.outputs.count ? out : nil
+    }
+}
+
+/// `if`, `loop` or `scan` with bodies compiled ahead (``CompiledSubgraph``): run as a reference
+/// step runs its op — inputs borrowed, results copied into the plan's memory, their shapes
+/// checked against the plan's (``PlanMismatch``).
+struct ControlFlowStep: StepKernel {
+    let id: KernelID
+    let step: ReferenceStep
+
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { nil }
+
+    func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
+        try step.bind(inputs, outputs, &context)
     }
 }
 
@@ -109,7 +142,7 @@ struct ReferenceStep: StepKernel {
             guard results.count == outputs.count else { throw OpError("produced \(results.count) outputs, planned \(outputs.count)") }
             for (r, o) in zip(results, outputs) {
                 guard r.shape == o.shape, r.scalarType == o.dtype else {
-                    throw OpError("produced \(r.scalarType.rawValue)\(r.shape) where the plan has \(o.dtype.rawValue)\(o.shape)")
+                    throw PlanMismatch(reason: "produced \(r.scalarType.rawValue)\(r.shape) where the plan has \(o.dtype.rawValue)\(o.shape)")
                 }
                 let c = r.contiguous()
                 o.pointer(slots).copyMemory(from: c.unsafeBase, byteCount: o.byteCount)

@@ -17,29 +17,35 @@ extension CopyStep {
             begin[axis] = pads[j]
             end[axis] = pads[j + axes.count]
         }
+        // Negative amounts crop the input first (as onnxruntime does); the positive ones then pad what is kept.
+        let xs = byteStrides(x.shape, size), ys = byteStrides(y.shape, size)
+        var kept = x.shape, cropOffset = 0
         for a in 0 ..< rank {
-            guard begin[a] >= 0, end[a] >= 0 else { throw OpError("a \(mode) pad with negative amounts") }
-            guard y.shape[a] == x.shape[a] + begin[a] + end[a] else { throw OpError("pad gives \(y.shape), the plan has another shape") }
+            let (cropBegin, cropEnd) = (max(0, -begin[a]), max(0, -end[a]))
+            guard cropBegin + cropEnd <= x.shape[a] else { throw OpError("a \(mode) pad crops \(cropBegin + cropEnd) from an axis of \(x.shape[a])") }
+            kept[a] = x.shape[a] - cropBegin - cropEnd
+            cropOffset += cropBegin * xs[a]
+            (begin[a], end[a]) = (max(0, begin[a]), max(0, end[a]))
+            guard y.shape[a] == kept[a] + begin[a] + end[a] else { throw OpError("pad gives \(y.shape), the plan has another shape") }
             if begin[a] + end[a] > 0 {
-                guard x.shape[a] > 0 else { throw OpError("a \(mode) pad of an empty axis") }
-                if mode == "reflect", begin[a] >= x.shape[a] || end[a] >= x.shape[a] {
-                    throw OpError("a reflect pad of \(max(begin[a], end[a])) on an axis of \(x.shape[a]) (it must be smaller)")
+                guard kept[a] > 0 else { throw OpError("a \(mode) pad of an empty axis") }
+                if mode == "reflect", begin[a] >= kept[a] || end[a] >= kept[a] {
+                    throw OpError("a reflect pad of \(max(begin[a], end[a])) on an axis of \(kept[a]) (it must be smaller)")
                 }
             }
         }
         guard OpSet.padModes.contains(mode) else { throw OpError("unknown pad mode '\(mode)'") }
-        let xs = byteStrides(x.shape, size), ys = byteStrides(y.shape, size)
         // Source -1: the output itself. Stages run in order; copies within a stage are independent.
-        var copies = [BlockCopy(shape: x.shape, source: 0, sourceOffset: 0, sourceStrides: xs, target: 0,
+        var copies = [BlockCopy(shape: kept, source: 0, sourceOffset: cropOffset, sourceStrides: xs, target: 0,
                                 targetOffset: zip(begin, ys).reduce(0) { $0 + $1.0 * $1.1 }, targetStrides: ys)]
         for a in 0 ..< rank where begin[a] + end[a] > 0 {
             // Axes before a span the output, axes after it the interior.
             var shape = y.shape, base = 0
             for d in a + 1 ..< rank {
-                shape[d] = x.shape[d]
+                shape[d] = kept[d]
                 base += begin[d] * ys[d]
             }
-            let n = x.shape[a], b = begin[a]
+            let n = kept[a], b = begin[a]
             /// Output rows [at, at + count) along a, read from row `from` on with step `step`.
             func border(_ at: Int, _ count: Int, from: Int, step: Int) {
                 guard count > 0 else { return }

@@ -184,7 +184,10 @@ struct ReduceStep: StepKernel {
     }
 
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
-        guard let x = inputs.first ?? nil, x.dtype == .float32, let code = ReduceStep.codes[op.opType] else { throw OpError("needs a float32 input") }
+        guard let x = inputs.first ?? nil, let code = ReduceStep.codes[op.opType],
+              x.dtype == .float32 || ([.int64, .int32].contains(x.dtype) && Lowering.integerReductions.contains(op.opType)) else {
+            throw OpError("needs a float32 input (int64 or int32 for min, max, sum and prod)")
+        }
         let axes = try axes(inputs, rank: x.shape.count)
         guard !axes.isEmpty else { throw OpError("an empty reduction is a copy") }
         // Adjacent reduced axes (ignoring size-1 dims) become the middle of [outer, n, inner].
@@ -200,9 +203,38 @@ struct ReduceStep: StepKernel {
         let inner = x.count / max(n * outer, 1)
         let (y, kernel) = (outputs[0], kernels.reduce)
         guard y.count == outer * inner || x.count == 0 else { throw OpError("output \(y.shape) does not fit the reduction") }
+        if x.dtype == .int64 { return try integers(Int64.self, x, y, outer: outer, n: n, inner: inner) }
+        if x.dtype == .int32 { return try integers(Int32.self, x, y, outer: outer, n: n, inner: inner) }
         return BoundStep { slots in
             guard y.count > 0 else { return }
             kernel(code, outer, n, inner, x.floats(slots), y.floats(slots))
+        }
+    }
+}
+
+extension ReduceStep {
+    /// An integer reduction of [outer, n, inner] to [outer, inner]: the first row, then the others combined into it.
+    func integers<T: FixedWidthInteger>(_: T.Type, _ x: Operand, _ y: Operand, outer: Int, n: Int, inner: Int) throws -> BoundStep {
+        let combine: (T, T) -> T
+        switch op.opType {
+        case "reduce_min": combine = { min($0, $1) }
+        case "reduce_max": combine = { max($0, $1) }
+        case "reduce_sum": combine = { $0 &+ $1 }
+        default: combine = { $0 &* $1 }
+        }
+        guard n > 0 || op.opType == "reduce_sum" || op.opType == "reduce_prod" else { throw OpError("cannot take the extreme of an empty axis") }
+        let identity: T = op.opType == "reduce_prod" ? 1 : 0
+        return BoundStep { slots in
+            let px = x.pointer(slots).assumingMemoryBound(to: T.self), py = y.pointer(slots).assumingMemoryBound(to: T.self)
+            for o in 0 ..< outer {
+                let out = py + o * inner, line = px + o * n * inner
+                if n == 0 {
+                    out.update(repeating: identity, count: inner)
+                    continue
+                }
+                out.update(from: line, count: inner)
+                for k in 1 ..< max(n, 1) { for j in 0 ..< inner { out[j] = combine(out[j], line[k * inner + j]) } }
+            }
         }
     }
 }

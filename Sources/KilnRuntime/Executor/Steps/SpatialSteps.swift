@@ -49,6 +49,11 @@ struct ResizeStep: StepKernel {
             shape[a] = g.output[a]
         }
         let y = outputs[0]
+        if passes.isEmpty {
+            // Every axis keeps its size and samples land on the input's pixels: a copy.
+            let bytes = y.byteCount
+            return BoundStep { slots in y.pointer(slots).copyMemory(from: x.pointer(slots), byteCount: bytes) }
+        }
         let half = passes.dropLast().map { $0.outer * $0.m * $0.inner }.max() ?? 0
         let halfBytes = (half * 4 + 63) / 64 * 64
         context.scratch(2 * halfBytes)
@@ -58,7 +63,6 @@ struct ResizeStep: StepKernel {
         let parts = passes.map { p in splitRanges(p.outer * p.m, parts: p.outer * p.m * p.inner < 1 << 15 ? 1 : workChunks(context.threads)) }
         let threads = context.threads
         return BoundStep { slots in
-            if passes.isEmpty { y.pointer(slots).copyMemory(from: x.pointer(slots), byteCount: y.byteCount); return }
             var source = UnsafePointer(x.floats(slots))
             for (k, p) in passes.enumerated() {
                 let target = k == passes.count - 1 ? y.floats(slots) : (slots[scratchSlot] + (k % 2) * halfBytes).assumingMemoryBound(to: Float.self)
