@@ -7,12 +7,24 @@
 void kiln_f32_resize_axis__scalar(size_t outer, size_t n, size_t inner, const float *x, size_t m, size_t taps,
                                   const int32_t *index, const float *weight, float *y, size_t row_begin, size_t row_end) {
     if (row_end > outer * m) row_end = outer * m;
-    for (size_t r = row_begin; r < row_end; r++) {
-        const size_t o = r / m, i = r % m;
+    // Row r is output position i of line o; both advance with r (no division per row).
+    size_t o = row_begin / m, i = row_begin % m;
+    for (size_t r = row_begin; r < row_end; r++, i = i + 1 == m ? 0 : i + 1, o += i == 0) {
         const float *xo = x + o * n * inner;
         float *dst = y + r * inner;
         if (taps == 1 && weight[i] == 1.0f) {
-            memcpy(dst, xo + (size_t)index[i] * inner, inner * sizeof(float));
+            if (inner == 1) dst[0] = xo[index[i]];
+            else memcpy(dst, xo + (size_t)index[i] * inner, inner * sizeof(float));
+            continue;
+        }
+        if (inner == 1) {
+            // The last axis: one sum per output, in the taps' order as below.
+            float s = 0.0f;
+            for (size_t t = 0; t < taps; t++) {
+                const float w = weight[i * taps + t];
+                if (w != 0.0f) s += w * xo[index[i * taps + t]];
+            }
+            dst[0] = s;
             continue;
         }
         for (size_t k = 0; k < inner; k++) dst[k] = 0.0f;

@@ -8,6 +8,7 @@ public enum Compiler {
         ConstantFolding.name: ConstantFolding(),
         GemmCanonicalization.name: GemmCanonicalization(),
         GeluFusion.name: GeluFusion(),
+        HardSwishFusion.name: HardSwishFusion(),
         AttentionFusion.name: AttentionFusion(),
         BatchNormFolding.name: BatchNormFolding(),
         SpatialLifting.name: SpatialLifting(),
@@ -20,12 +21,12 @@ public enum Compiler {
         Lowering.name: Lowering(),
     ]
 
-    /// The default pipeline: clean up, fold, make every `gemm` a `linear` or `matmul`, recognize GELU and attention, run 1-D convolutions as
+    /// The default pipeline: clean up, fold, make every `gemm` a `linear` or `matmul`, recognize GELU, hard swish and attention, run 1-D convolutions as
     /// 2-D ones, drop window taps that read only padding, fuse epilogues, merge
     /// projections of one input, choose the layout, fold pads, fuse residuals and the activations
     /// the layout made adjacent, lower.
     public static let defaultPipeline = [
-        DeadCodeElimination.name, ConstantFolding.name, GemmCanonicalization.name, GeluFusion.name, AttentionFusion.name, BatchNormFolding.name, SpatialLifting.name, DeadTapPruning.name,
+        DeadCodeElimination.name, ConstantFolding.name, GemmCanonicalization.name, GeluFusion.name, HardSwishFusion.name, AttentionFusion.name, BatchNormFolding.name, SpatialLifting.name, DeadTapPruning.name,
         EpilogueFusion.name, ProjectionFusion.name, ChannelsLastLayout.name, PadFolding.name, ResidualFusion.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
     ]
 

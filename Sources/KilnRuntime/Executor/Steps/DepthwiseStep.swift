@@ -105,7 +105,10 @@ struct DepthwiseNHWCStep: StepKernel, @unchecked Sendable {
         let chunks = parts > 1 ? workChunks(parts) : 1
         let rowParts = byChannels ? [0 ..< oh] : splitRanges(oh, parts: chunks)
         let channelParts = byChannels ? splitRanges(channels, parts: chunks, align: 16) : [0 ..< channels]
-        let (y, weight, base, kernel, threads) = (outputs[0], weight, epilogue, kernel, context.threads)
+        // Channels past the last whole vector run a scalar loop: where AVX-512's 16 lanes leave 8 or
+        // more of them over (a ghost module's 8 or 24 channels), AVX2's 8 lanes take one more vector.
+        let kernel = id.isa == .avx512 && channels % 16 >= 8 ? VectorConfig(.avx2).dwconv2dNHWC : self.kernel
+        let (y, weight, base, threads) = (outputs[0], weight, epilogue, context.threads)
         let work = rowParts.flatMap { r in channelParts.map { (r, $0) } }
         return BoundStep { slots in
             let px = x.floats(slots), py = y.floats(slots), pw = weight.unsafeBase.assumingMemoryBound(to: Float.self)
