@@ -19,17 +19,30 @@ public struct GeluFusion: CompilerPass {
     /// Runs the pass.
     /// - Parameter unit: The unit to rewrite.
     public func apply(to unit: inout CompilationUnit) throws {
+        Self.fuse(&unit, centers: ["erf", "tanh"]) { i, f, uses, unit in
+            self.match(at: i, f, uses, unit).map { m in
+                (m.ops, m.result, Operation(opType: "gelu", name: "", inputs: [m.x], outputs: [],
+                                            attributes: f.operations[i].opType == "tanh" ? ["approximate": .string("tanh")] : [:]))
+            }
+        }
+    }
+
+    /// Rewrites each pattern found around an op of type `centers`: `match` gives the pattern's ops,
+    /// the one whose output is the pattern's result, and the op replacing it (which takes that op's
+    /// name, outputs and source); the pattern's other ops are removed. Patterns do not overlap.
+    static func fuse(_ unit: inout CompilationUnit, centers: Set<String>,
+                     _ match: (Int, Function, UseIndex, CompilationUnit) -> (ops: Set<Int>, result: Int, replacement: Operation)?) {
         for fi in unit.model.functions.indices {
             var f = unit.model.functions[fi]
             var removed = Set<Int>()
             let uses = UseIndex(f)
-            for (i, op) in f.operations.enumerated() where op.opType == "erf" || op.opType == "tanh" {
-                guard let match = self.match(at: i, f, uses, unit), removed.isDisjoint(with: match.ops) else { continue }
-                let last = f.operations[match.result]
-                f.operations[match.result] = Operation(opType: "gelu", name: last.name, inputs: [match.x], outputs: last.outputs,
-                                                       attributes: op.opType == "tanh" ? ["approximate": .string("tanh")] : [:],
-                                                       source: last.source)
-                removed.formUnion(match.ops.subtracting([match.result]))
+            for (i, op) in f.operations.enumerated() where centers.contains(op.opType) {
+                guard let m = match(i, f, uses, unit), removed.isDisjoint(with: m.ops) else { continue }
+                let last = f.operations[m.result]
+                var replacement = m.replacement
+                (replacement.name, replacement.outputs, replacement.source) = (last.name, last.outputs, last.source)
+                f.operations[m.result] = replacement
+                removed.formUnion(m.ops.subtracting([m.result]))
             }
             if !removed.isEmpty {
                 f.operations = f.operations.enumerated().filter { !removed.contains($0.offset) }.map(\.element)

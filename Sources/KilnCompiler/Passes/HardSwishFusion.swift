@@ -21,22 +21,10 @@ public struct HardSwishFusion: CompilerPass {
     /// - Parameter unit: The unit to rewrite.
     public func apply(to unit: inout CompilationUnit) throws {
         let scalars = GeluFusion()
-        for fi in unit.model.functions.indices {
-            var f = unit.model.functions[fi]
-            var removed = Set<Int>()
-            let uses = UseIndex(f)
-            for (i, op) in f.operations.enumerated() where op.opType == "clip" {
-                guard let match = self.match(clip: i, f, uses, unit, scalars), removed.isDisjoint(with: match.ops) else { continue }
-                let last = f.operations[match.result]
-                f.operations[match.result] = Operation(opType: match.swish ? "hard_swish" : "hard_sigmoid", name: last.name, inputs: [match.x],
-                                                       outputs: last.outputs,
-                                                       attributes: match.swish ? [:] : ["alpha": .float(Double(Float(1.0 / 6))), "beta": .float(0.5)],
-                                                       source: last.source)
-                removed.formUnion(match.ops.subtracting([match.result]))
-            }
-            if !removed.isEmpty {
-                f.operations = f.operations.enumerated().filter { !removed.contains($0.offset) }.map(\.element)
-                unit.model.functions[fi] = f
+        GeluFusion.fuse(&unit, centers: ["clip"]) { i, f, uses, unit in
+            self.match(clip: i, f, uses, unit, scalars).map { m in
+                (m.ops, m.result, Operation(opType: m.swish ? "hard_swish" : "hard_sigmoid", name: "", inputs: [m.x], outputs: [],
+                                            attributes: m.swish ? [:] : ["alpha": .float(Double(Float(1.0 / 6))), "beta": .float(0.5)]))
             }
         }
     }

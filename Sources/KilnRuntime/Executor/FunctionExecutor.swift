@@ -268,7 +268,10 @@ final class PlanCache: @unchecked Sendable {
         lock.withLock {
             if entries[key] == nil { order.append(key) }
             entries[key] = entry
-            while order.count > capacity { entries[order.removeFirst()] = nil }
+            while order.count > capacity {
+                let dropped = order.removeFirst()
+                (entries[dropped], mismatches[dropped]) = (nil, nil)
+            }
         }
     }
 }
