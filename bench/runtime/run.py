@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Kiln compiled artifacts vs onnxruntime, in one run, on 2 threads.
+"""Kiln compiled artifacts vs onnxruntime and OpenVINO, in one run, on 2 threads.
 
 For each test model (`make models`; golden inputs from Tests/Fixtures/models) and each built model
 (built_models.py: ResNet-18, a TensorFlow-style NHWC ResNet, a YOLO-style backbone and neck, seeded
 weights): compiles the converted package for the host arch, measures Kiln with `kiln bench --json` (load = mapping the artifact and preparing the
 function; latency = median of the timed runs around run(inputs:)), and onnxruntime with a session
-of the same thread count (load = session creation; latency = median of as many runs). Examples
+of the same thread count (load = session creation; latency = median of as many runs), and
+OpenVINO compiled for the CPU with the same thread count, the latency hint and float32 precision
+(a model OpenVINO cannot compile gets no OpenVINO time); the ratio that counts is against the
+faster of the two. Examples
 (Kiln packages without an ONNX source) are reported for Kiln alone. Not part of `make test`.
 
 It also measures the machine's ceilings with bench/probe/peak.c (float32 FMA peak, read bandwidth;
@@ -28,7 +31,7 @@ import time
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PEERS = ["numpy", "onnx", "onnxruntime==1.32.0"]
+PEERS = ["numpy", "onnx", "onnxruntime==1.32.0", "openvino==2026.4.1"]
 
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,6 +39,7 @@ import peers  # noqa: E402
 
 # The peer is always the same version, whatever the machine has installed.
 peers.ensure("bench-venv", PEERS, "onnxruntime", "1.32.0")
+peers.ensure("bench-venv", PEERS, "openvino", "2026.4.1")
 import numpy as np  # noqa: E402
 
 # The trained test models as the tests find them (`make models`), and their committed goldens.
@@ -71,19 +75,46 @@ def ort_bench(model, inputs, repeat, threads):
     return load, float(np.median(samples))
 
 
-def paired(kiln, artifact, extra, onnx_path, inputs, repeat, threads, rounds):
-    """Kiln and onnxruntime measured in alternating rounds (the machine's speed drifts by tens of
-    percent over minutes): the median of each side's per-round medians, and of the per-round ratios."""
-    ks, os_, ratios, kload, oload = [], [], [], [], []
+def ov_bench(model, inputs, repeat, threads):
+    """OpenVINO's median latency in seconds, or None when it cannot compile or run the model."""
+    try:
+        import openvino as ov
+        compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
+                                                          "INFERENCE_PRECISION_HINT": "f32"})
+        request = compiled.create_infer_request()
+        for _ in range(5):
+            request.infer(inputs)
+    except Exception:
+        return None
+    samples = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        request.infer(inputs)
+        samples.append(time.perf_counter() - t)
+    return float(np.median(samples))
+
+
+def paired(kiln, artifact, extra, onnx_path, inputs, repeat, threads, rounds, openvino=False):
+    """Kiln and onnxruntime (and, with `openvino`, OpenVINO) measured in alternating rounds (the
+    machine's speed drifts by tens of percent over minutes): the median of each side's per-round
+    medians, of the per-round ratios to onnxruntime and to the faster peer, and of the loads."""
+    ks, os_, vs, ratios, best, kload, oload = [], [], [], [], [], [], []
     for _ in range(rounds):
         k = kiln_bench(kiln, artifact, extra, repeat, threads)
         ol, om = ort_bench(onnx_path, inputs, repeat, threads)
+        vm = ov_bench(onnx_path, inputs, repeat, threads) if openvino else None
         ks.append(k["latencySeconds"]["median"])
         os_.append(om)
         ratios.append(ks[-1] / om)
+        best.append(ks[-1] / min(om, vm) if vm else ks[-1] / om)
+        if vm:
+            vs.append(vm)
         kload.append(k["loadSeconds"])
         oload.append(ol)
-    return float(np.median(ks)), float(np.median(os_)), float(np.median(ratios)), float(np.median(kload)), float(np.median(oload))
+    if not openvino:
+        return float(np.median(ks)), float(np.median(os_)), float(np.median(ratios)), float(np.median(kload)), float(np.median(oload))
+    return (float(np.median(ks)), float(np.median(os_)), float(np.median(ratios)), float(np.median(kload)), float(np.median(oload)),
+            float(np.median(vs)) if vs else None, float(np.median(best)))
 
 
 # Compressed variants of MiniLM compiled for the host, each timed against the float32 artifact in
@@ -304,8 +335,9 @@ def main():
             for input_name, file in files.items():
                 extra += ["--input", f"{input_name}={file}"]
                 inputs[input_name] = np.load(file)
-            km, om, ratio, kl, ol = paired(args.kiln, artifact, extra, onnx_path, inputs, args.repeat, args.threads, args.rounds)
-            rows.append((name, assets["artifacts"][0]["arch"], km, om, kl, ol, ratio))
+            km, om, ratio, kl, ol, vm, best = paired(args.kiln, artifact, extra, onnx_path, inputs, args.repeat, args.threads, args.rounds,
+                                                     openvino=True)
+            rows.append((name, assets["artifacts"][0]["arch"], km, om, kl, ol, ratio, vm, best))
             if stem == "minilm_l3_paraphrase":
                 variants = compressed_rows(args.kiln, tmp, stem, artifact, extra, args.repeat, args.threads, args.rounds)
                 qdq = qdq_row(args.kiln, tmp, stem, onnx_path, inputs, extra, args.repeat, args.threads, args.rounds)
@@ -316,7 +348,8 @@ def main():
                                                 "-o", f"{tmp}/{name}", "--json"], check=True, capture_output=True, text=True).stdout)
             artifact = os.path.join(tmp, name, assets["artifacts"][0]["file"])
             k = kiln_bench(args.kiln, artifact, ["--function", function] + extra, args.repeat, args.threads)
-            rows.append((f"{name}.{function}", assets["artifacts"][0]["arch"], k["latencySeconds"]["median"], None, k["loadSeconds"], None, None))
+            rows.append((f"{name}.{function}", assets["artifacts"][0]["arch"], k["latencySeconds"]["median"], None, k["loadSeconds"], None, None,
+                         None, None))
         cold = warm = overhead = None
         if not args.only:
             # Loading a directory that holds only the MiniLM package: cold = specialize into an empty
@@ -374,11 +407,15 @@ def main():
         print(f"MiniLM as weight-only int8 ONNX ({count} DequantizeLinear weights): package {size / 2**20:.1f} MiB vs float32 "
               f"{fsize / 2**20:.1f} MiB ({size / fsize * 100:.0f}%); largest output difference from onnxruntime (exact) {diff:.2e}; "
               f"Kiln {km * 1e3:.3f} ms, onnxruntime {om * 1e3:.3f} ms = {r:.2f}x")
-    print(f"kiln/ort: median over {args.rounds} alternating rounds of the per-round ratio of medians ({args.repeat} runs each)")
-    print(f"{'model':<26} {'arch':<10} {'kiln ms':>9} {'ort ms':>9} {'kiln/ort':>9} {'kiln load ms':>13} {'ort load ms':>12}")
-    for name, arch, km, om, kl, ol, r in rows:
+    print(f"kiln/ort, kiln/best: median over {args.rounds} alternating rounds of the per-round ratio of medians ({args.repeat} runs each); "
+          "best = the faster of onnxruntime and OpenVINO in that round")
+    print(f"{'model':<26} {'arch':<10} {'kiln ms':>9} {'ort ms':>9} {'ov ms':>9} {'kiln/ort':>9} {'kiln/best':>10} {'kiln load ms':>13} "
+          f"{'ort load ms':>12}")
+    for name, arch, km, om, kl, ol, r, vm, best in rows:
         ratio = f"{r:8.2f}x" if r else "       —"
-        print(f"{name:<26} {arch:<10} {km * 1e3:9.3f} {(om or 0) * 1e3:9.3f} {ratio} {kl * 1e3:13.2f} {(ol or 0) * 1e3:12.2f}")
+        versus = f"{best:9.2f}x" if best else "        —"
+        ov_ms = f"{vm * 1e3:9.3f}" if vm else "        —"
+        print(f"{name:<26} {arch:<10} {km * 1e3:9.3f} {(om or 0) * 1e3:9.3f} {ov_ms} {ratio} {versus} {kl * 1e3:13.2f} {(ol or 0) * 1e3:12.2f}")
 
 
 if __name__ == "__main__":
