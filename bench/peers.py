@@ -11,7 +11,8 @@ def ensure(venv_name, packages, module, version):
     .build/VENV_NAME, installs `packages` there and re-runs the calling script in it."""
     try:
         found = __import__(module)
-        if found.__version__ == version:
+        # OpenVINO's version carries a build suffix (2026.4.1-22982-…).
+        if found.__version__.split("-")[0] == version:
             return
     except ImportError:
         pass
