@@ -156,17 +156,84 @@ void kiln_binary_nd__avx2(int op, int dtype, size_t rank, const size_t *shape, c
 }
 #endif
 
+// One row of `where`: element strides ci, xi, zi (0 where broadcast, else 1 after merging, or
+// any stride). Both operands are read unconditionally and blended by a mask built from the
+// condition, so the contiguous cases vectorize.
+#define KILN_WHERE_ROW(T)                                                                                          \
+    static void kiln_where_row_##T(size_t n, const uint8_t *c, ptrdiff_t ci, const T *x, ptrdiff_t xi, const T *z, \
+                                   ptrdiff_t zi, T *y) {                                                          \
+        if (ci == 0) {                                                                                             \
+            const T *s = c[0] ? x : z;                                                                             \
+            const ptrdiff_t si = c[0] ? xi : zi;                                                                   \
+            if (si == 0) {                                                                                         \
+                const T v = s[0];                                                                                  \
+                for (size_t i = 0; i < n; i++) y[i] = v;                                                           \
+            } else if (si == 1) {                                                                                  \
+                memcpy(y, s, n * sizeof(T));                                                                       \
+            } else {                                                                                               \
+                for (size_t i = 0; i < n; i++) y[i] = s[(ptrdiff_t)i * si];                                        \
+            }                                                                                                      \
+        } else if (ci == 1 && xi == 1 && zi == 1) {                                                                \
+            for (size_t i = 0; i < n; i++) {                                                                       \
+                const T m = (T)0 - (T)(c[i] != 0);                                                                 \
+                y[i] = (T)((x[i] & m) | (z[i] & (T)~m));                                                           \
+            }                                                                                                      \
+        } else if (ci == 1 && xi == 0 && zi == 1) {                                                                \
+            const T a = x[0];                                                                                      \
+            for (size_t i = 0; i < n; i++) {                                                                       \
+                const T m = (T)0 - (T)(c[i] != 0);                                                                 \
+                y[i] = (T)((a & m) | (z[i] & (T)~m));                                                              \
+            }                                                                                                      \
+        } else if (ci == 1 && xi == 1 && zi == 0) {                                                                \
+            const T b = z[0];                                                                                      \
+            for (size_t i = 0; i < n; i++) {                                                                       \
+                const T m = (T)0 - (T)(c[i] != 0);                                                                 \
+                y[i] = (T)((x[i] & m) | (b & (T)~m));                                                              \
+            }                                                                                                      \
+        } else if (ci == 1 && xi == 0 && zi == 0) {                                                                \
+            const T a = x[0], b = z[0];                                                                            \
+            for (size_t i = 0; i < n; i++) {                                                                       \
+                const T m = (T)0 - (T)(c[i] != 0);                                                                 \
+                y[i] = (T)((a & m) | (b & (T)~m));                                                                 \
+            }                                                                                                      \
+        } else {                                                                                                   \
+            for (size_t i = 0; i < n; i++)                                                                         \
+                y[i] = c[(ptrdiff_t)i * ci] ? x[(ptrdiff_t)i * xi] : z[(ptrdiff_t)i * zi];                         \
+        }                                                                                                          \
+    }
+KILN_WHERE_ROW(uint8_t)
+KILN_WHERE_ROW(uint16_t)
+KILN_WHERE_ROW(uint32_t)
+KILN_WHERE_ROW(uint64_t)
+#undef KILN_WHERE_ROW
+
 void kiln_where_nd__scalar(size_t size, size_t rank, const size_t *shape, const uint8_t *c, const ptrdiff_t *cs,
                            const void *x, const ptrdiff_t *xs, const void *z, const ptrdiff_t *zs, void *y) {
-    size_t total = 1;
-    for (size_t d = 0; d < rank; d++) total *= shape[d];
+    for (size_t d = 0; d < rank; d++) if (shape[d] == 0) return;
+    const size_t n = rank ? shape[rank - 1] : 1;
+    const ptrdiff_t ci = rank ? cs[rank - 1] : 0, xi = rank ? xs[rank - 1] : 0, zi = rank ? zs[rank - 1] : 0;
+    size_t rows = 1;
+    for (size_t d = 0; d + 1 < rank; d++) rows *= shape[d];
     size_t index[KILN_MAX_RANK] = {0};
     ptrdiff_t co = 0, xo = 0, zo = 0;
     char *yp = (char *)y;
-    for (size_t i = 0; i < total; i++) {
-        const char *src = c[co] ? (const char *)x + xo * (ptrdiff_t)size : (const char *)z + zo * (ptrdiff_t)size;
-        memcpy(yp + i * size, src, size);
-        for (size_t d = rank; d-- > 0;) {
+    const char *xp = (const char *)x, *zp = (const char *)z;
+    const ptrdiff_t es = (ptrdiff_t)size;
+    for (size_t r = 0; r < rows; r++) {
+        char *yr = yp + r * n * size;
+        switch (size) {
+        case 1: kiln_where_row_uint8_t(n, c + co, ci, (const uint8_t *)(xp + xo * es), xi, (const uint8_t *)(zp + zo * es), zi, (uint8_t *)yr); break;
+        case 2: kiln_where_row_uint16_t(n, c + co, ci, (const uint16_t *)(xp + xo * es), xi, (const uint16_t *)(zp + zo * es), zi, (uint16_t *)yr); break;
+        case 4: kiln_where_row_uint32_t(n, c + co, ci, (const uint32_t *)(xp + xo * es), xi, (const uint32_t *)(zp + zo * es), zi, (uint32_t *)yr); break;
+        case 8: kiln_where_row_uint64_t(n, c + co, ci, (const uint64_t *)(xp + xo * es), xi, (const uint64_t *)(zp + zo * es), zi, (uint64_t *)yr); break;
+        default:
+            for (size_t i = 0; i < n; i++) {
+                const ptrdiff_t k = (ptrdiff_t)i;
+                memcpy(yr + i * size, c[co + k * ci] ? xp + (xo + k * xi) * es : zp + (zo + k * zi) * es, size);
+            }
+        }
+        // Odometer over the outer dims.
+        for (size_t d = rank > 0 ? rank - 1 : 0; d-- > 0;) {
             co += cs[d]; xo += xs[d]; zo += zs[d];
             if (++index[d] < shape[d]) break;
             co -= cs[d] * (ptrdiff_t)shape[d]; xo -= xs[d] * (ptrdiff_t)shape[d]; zo -= zs[d] * (ptrdiff_t)shape[d];

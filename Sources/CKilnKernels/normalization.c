@@ -183,97 +183,80 @@ static inline __attribute__((always_inline)) void kiln_layer_norm_body(size_t ro
 // at q[i·q_row + h·d], key j at k[j·kv_row + h·d], value j at v[j·v_row + h·dv]; output
 // y[i·y_row + h·dv]. scores_j = scale · (q·k_j) + mask[h·mask_h + i·mask_i + j] (no mask: 0), a
 // softmax over j (a row whose best score is −∞ attends to nothing: zeros), then Σ_j p_j v_j.
-// Per head the keys are copied transposed into `scratch` ([d][w], w = skv rounded up to 16, zero
-// padded), so a query's scores accumulate 16 keys at a time in registers (two sets, even and odd
-// steps of d); the output row accumulates 16 values at a time the same way. Nothing else is
-// transposed or materialized. `scratch` holds w · (d + 1) floats.
-#define KILN_ATT_BLOCK 16
-static inline __attribute__((always_inline)) void kiln_attention_body(size_t sq, size_t skv, size_t d, size_t dv, size_t h_begin,
-                                                                      size_t h_end, const float *q, size_t q_row, const float *k,
-                                                                      size_t kv_row, const float *v, size_t v_row, const float *mask,
-                                                                      size_t mask_h, size_t mask_i, float scale, float *y,
-                                                                      size_t y_row, float *scratch) {
-    const size_t w = (skv + KILN_ATT_BLOCK - 1) / KILN_ATT_BLOCK * KILN_ATT_BLOCK;
-    float *scores = scratch, *kt = scratch + w;
+// Both products run on the ISA's GEMM microkernel (`ukernel`, an MR x NR tile): per head the
+// keys are copied transposed into scratch ([d][w], w = skv rounded up to 16, zero padded) and the
+// values into panels [skv][dvp] (dvp = dv rounded up to NR); then for each block of MR queries
+// the scores [MR][w] = Q·Kᵀ, the softmax in place, and Y = P·V straight into y. Nothing else is
+// transposed or materialized. `scratch` holds kiln_attention_scratch_floats(skv, d, dv) floats.
+static inline __attribute__((always_inline)) void
+kiln_attention_body(size_t sq, size_t skv, size_t d, size_t dv, size_t h_begin, size_t h_end, const float *q, size_t q_row,
+                    const float *k, size_t kv_row, const float *v, size_t v_row, const float *mask, size_t mask_h, size_t mask_i,
+                    float scale, float *y, size_t y_row, float *scratch, kiln_f32_gemm_ukernel ukernel, size_t mr_max, size_t nr) {
+    const size_t w = kiln_attention_keys_padded(skv), dvp = (dv + KILN_ATTENTION_MAX_NR - 1) / KILN_ATTENTION_MAX_NR * KILN_ATTENTION_MAX_NR;
+    float *kt = scratch, *scores = kt + d * w, *vp = scores + KILN_ATTENTION_MAX_MR * w;
     for (size_t h = h_begin; h < h_end; h++) {
         for (size_t e = 0; e < d; e++) {
             float *row = kt + e * w;
             for (size_t j = 0; j < skv; j++) row[j] = k[j * kv_row + h * d + e];
             for (size_t j = skv; j < w; j++) row[j] = 0;
         }
-        for (size_t i = 0; i < sq; i++) {
-            const float *qi = q + i * q_row + h * d;
-            for (size_t j0 = 0; j0 < w; j0 += KILN_ATT_BLOCK) {
-                float a0[KILN_ATT_BLOCK] = {0}, a1[KILN_ATT_BLOCK] = {0};
-                size_t e = 0;
-                for (; e + 2 <= d; e += 2) {
-                    const float q0 = qi[e], q1 = qi[e + 1];
-                    const float *r0 = kt + e * w + j0, *r1 = r0 + w;
-                    for (size_t l = 0; l < KILN_ATT_BLOCK; l++) { a0[l] += q0 * r0[l]; a1[l] += q1 * r1[l]; }
+        for (size_t j = 0; j < skv; j++) {
+            float *row = vp + j * dvp;
+            memcpy(row, v + j * v_row + h * dv, dv * sizeof(float));
+            for (size_t e = dv; e < dvp; e++) row[e] = 0;
+        }
+        for (size_t i0 = 0; i0 < sq; i0 += mr_max) {
+            const size_t mr = sq - i0 < mr_max ? sq - i0 : mr_max;
+            if (d == 0) memset(scores, 0, mr * w * sizeof(float));
+            else
+                for (size_t j0 = 0; j0 < w; j0 += nr)
+                    ukernel(mr, nr, d, q + i0 * q_row + h * d, q_row, kt + j0, w, scores + j0, w, NULL);
+            for (size_t r = 0; r < mr; r++) {
+                float *s = scores + r * w;
+                const size_t i = i0 + r;
+                if (mask) {
+                    const float *mi = mask + h * mask_h + i * mask_i;
+                    for (size_t j = 0; j < skv; j++) s[j] = s[j] * scale + mi[j];
+                } else {
+                    for (size_t j = 0; j < skv; j++) s[j] *= scale;
                 }
-                if (e < d) for (size_t l = 0; l < KILN_ATT_BLOCK; l++) a0[l] += qi[e] * kt[e * w + j0 + l];
-                for (size_t l = 0; l < KILN_ATT_BLOCK; l++) scores[j0 + l] = (a0[l] + a1[l]) * scale;
+                const float top = kiln_row_max(skv, s);
+                if (top == -INFINITY) {
+                    for (size_t j = 0; j < skv; j++) s[j] = 0;
+                    continue;
+                }
+                float lanes[KILN_LANES] = {0}, tail = 0;
+                size_t j = 0;
+                for (; j + KILN_LANES <= skv; j += KILN_LANES)
+                    for (size_t l = 0; l < KILN_LANES; l++) {
+                        s[j + l] = kiln_exp(s[j + l] - top);
+                        lanes[l] += s[j + l];
+                    }
+                for (; j < skv; j++) {
+                    s[j] = kiln_exp(s[j] - top);
+                    tail += s[j];
+                }
+                const float inv = 1.0f / kiln_lanes_total(lanes, tail);
+                for (size_t jj = 0; jj < skv; jj++) s[jj] *= inv;
             }
-            if (mask) {
-                const float *mi = mask + h * mask_h + i * mask_i;
-                for (size_t j = 0; j < skv; j++) scores[j] += mi[j];
-            }
-            const float top = kiln_row_max(skv, scores);
-            float *yi = y + i * y_row + h * dv;
-            if (top == -INFINITY) {
-                for (size_t e = 0; e < dv; e++) yi[e] = 0;
+            float *yi = y + i0 * y_row + h * dv;
+            if (skv == 0) {
+                for (size_t r = 0; r < mr; r++) memset(yi + r * y_row, 0, dv * sizeof(float));
                 continue;
             }
-            float lanes[KILN_LANES] = {0}, tail = 0;
-            size_t j = 0;
-            for (; j + KILN_LANES <= skv; j += KILN_LANES)
-                for (size_t l = 0; l < KILN_LANES; l++) {
-                    scores[j + l] = kiln_exp(scores[j + l] - top);
-                    lanes[l] += scores[j + l];
-                }
-            for (; j < skv; j++) {
-                scores[j] = kiln_exp(scores[j] - top);
-                tail += scores[j];
-            }
-            const float inv = 1.0f / kiln_lanes_total(lanes, tail);
-            for (size_t jj = 0; jj < skv; jj++) scores[jj] *= inv;
-            size_t e0 = 0;
-            for (; e0 + 2 * KILN_ATT_BLOCK <= dv; e0 += 2 * KILN_ATT_BLOCK) {
-                // Two blocks of values at once: twice the independent sums in flight.
-                float acc0[KILN_ATT_BLOCK] = {0}, acc1[KILN_ATT_BLOCK] = {0};
-                for (size_t jj = 0; jj < skv; jj++) {
-                    const float pj = scores[jj];
-                    const float *vj = v + jj * v_row + h * dv + e0;
-                    for (size_t l = 0; l < KILN_ATT_BLOCK; l++) { acc0[l] += pj * vj[l]; acc1[l] += pj * vj[KILN_ATT_BLOCK + l]; }
-                }
-                for (size_t l = 0; l < KILN_ATT_BLOCK; l++) { yi[e0 + l] = acc0[l]; yi[e0 + KILN_ATT_BLOCK + l] = acc1[l]; }
-            }
-            for (; e0 + KILN_ATT_BLOCK <= dv; e0 += KILN_ATT_BLOCK) {
-                float acc[KILN_ATT_BLOCK] = {0};
-                for (size_t jj = 0; jj < skv; jj++) {
-                    const float pj = scores[jj];
-                    const float *vj = v + jj * v_row + h * dv + e0;
-                    for (size_t l = 0; l < KILN_ATT_BLOCK; l++) acc[l] += pj * vj[l];
-                }
-                for (size_t l = 0; l < KILN_ATT_BLOCK; l++) yi[e0 + l] = acc[l];
-            }
-            for (; e0 < dv; e0++) {
-                float acc = 0;
-                for (size_t jj = 0; jj < skv; jj++) acc += scores[jj] * v[jj * v_row + h * dv + e0];
-                yi[e0] = acc;
-            }
+            for (size_t e0 = 0; e0 < dv; e0 += nr)
+                ukernel(mr, dv - e0 < nr ? dv - e0 : nr, skv, scores, w, vp + e0, dvp, yi + e0, y_row, NULL);
         }
     }
 }
-#undef KILN_ATT_BLOCK
 
-#define KILN_DEFINE_NORM(isa, target) \
+#define KILN_DEFINE_NORM(isa, target, ukernel, mr, nr) \
     target void kiln_f32_attention__##isa(size_t sq, size_t skv, size_t d, size_t dv, size_t h_begin, size_t h_end, const float *q, \
                                           size_t q_row, const float *k, size_t kv_row, const float *v, size_t v_row, \
                                           const float *mask, size_t mask_h, size_t mask_i, float scale, float *y, size_t y_row, \
                                           float *scratch) { \
         kiln_attention_body(sq, skv, d, dv, h_begin, h_end, q, q_row, k, kv_row, v, v_row, mask, mask_h, mask_i, scale, y, y_row, \
-                            scratch); \
+                            scratch, ukernel, mr, nr); \
     } \
     target void kiln_f32_reduce__##isa(int op, size_t outer, size_t n, size_t inner, const float *x, float *y) { \
         kiln_reduce_body(op, outer, n, inner, x, y); \
@@ -286,9 +269,9 @@ static inline __attribute__((always_inline)) void kiln_attention_body(size_t sq,
         kiln_layer_norm_body(rows, n, x, gamma, beta, epsilon, y); \
     }
 
-KILN_DEFINE_NORM(scalar, )
+KILN_DEFINE_NORM(scalar, , kiln_f32_gemm_4x8__scalar, 4, 8)
 #if defined(__x86_64__)
-KILN_DEFINE_NORM(avx2, __attribute__((target("avx2,fma"))))
+KILN_DEFINE_NORM(avx2, __attribute__((target("avx2,fma"))), kiln_f32_gemm_6x16__avx2, 6, 16)
 #endif
 
 void kiln_f32_arg_reduce__scalar(int largest, int select_last, size_t outer, size_t n, size_t inner, const float *x, int64_t *y) {
@@ -365,11 +348,18 @@ void kiln_f32_instance_norm__scalar(size_t batch, size_t channels, size_t inner,
         for (size_t c = 0; c < channels; c++) {
             const float *xc = x + (n * channels + c) * inner;
             float *yc = y + (n * channels + c) * inner;
-            double sum = 0;
-            for (size_t i = 0; i < inner; i++) sum += xc[i];
+            // Sums in double, eight independent lanes so the loops vectorize.
+            double lanes[8] = {0}, sum = 0, var = 0;
+            size_t i0 = 0;
+            for (; i0 + 8 <= inner; i0 += 8)
+                for (size_t l = 0; l < 8; l++) lanes[l] += xc[i0 + l];
+            for (size_t i = i0; i < inner; i++) sum += xc[i];
+            for (size_t l = 0; l < 8; l++) { sum += lanes[l]; lanes[l] = 0; }
             const float mean = (float)(sum / (double)inner);
-            double var = 0;
-            for (size_t i = 0; i < inner; i++) { const double d = xc[i] - mean; var += d * d; }
+            for (i0 = 0; i0 + 8 <= inner; i0 += 8)
+                for (size_t l = 0; l < 8; l++) { const double d = xc[i0 + l] - mean; lanes[l] += d * d; }
+            for (size_t i = i0; i < inner; i++) { const double d = xc[i] - mean; var += d * d; }
+            for (size_t l = 0; l < 8; l++) var += lanes[l];
             const float inv = 1.0f / sqrtf((float)(var / (double)inner) + epsilon);
             const float s = scale[c] * inv, b = bias[c];
             for (size_t i = 0; i < inner; i++) yc[i] = (xc[i] - mean) * s + b;

@@ -22,7 +22,7 @@ final class CompileCommandTests: XCTestCase {
             XCTAssertEqual(a["bytes"] as? Int, bytes.count)
             XCTAssertEqual(a["sha256"] as? String, bytes.withUnsafeBytes { SHA256.hex(SHA256.hash($0)) })
             XCTAssertEqual(a["formatVersion"] as? Int, 6)
-            XCTAssertEqual(a["minimumRuntimeVersion"] as? String, "0.7")
+            XCTAssertEqual(a["minimumRuntimeVersion"] as? String, "0.8")
             XCTAssertEqual((a["sourceDigest"] as? String)?.count, 64)
         }
         // Byte-identical on a second run.

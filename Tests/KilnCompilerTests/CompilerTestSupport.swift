@@ -80,3 +80,16 @@ func assertCompilesWithoutReference(_ model: PortableModel, _ inputs: [String: N
                                                      file: file, line: line)
     }
 }
+
+/// Compiles `model` for every architecture this host runs, checks no step runs the reference
+/// kernel, and compares `main` on `inputs` with the reference interpreter.
+func assertEveryArchMatchesReference(_ model: PortableModel, inputs: [String: NDArray], label: String, in dir: String,
+                                     file: StaticString = #filePath, line: UInt = #line) async throws {
+    for arch in runnableArchitectures {
+        let path = "\(dir)/m.\(arch.name).compiled"
+        _ = try compileArtifact(model, arch, to: path)
+        try assertNoReferenceSteps(path, "\(label) \(arch.name)", file: file, line: line)
+        _ = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: inputs, label: "\(label) \(arch.name)",
+                                                     file: file, line: line)
+    }
+}

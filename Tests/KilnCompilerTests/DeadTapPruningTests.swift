@@ -53,4 +53,45 @@ final class DeadTapPruningTests: XCTestCase {
             _ = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: inputs, label: arch.name)
         }
     }
+
+    /// Dilated convs whose taps each read inside the map for some pixels but mostly read padding
+    /// (the channels-last step then multiplies only the taps that land inside), with a fused
+    /// activation, a stride, batch 2, and rows where no tap lands inside (bias and activation of
+    /// zero), against the reference interpreter.
+    func testMostlyPaddingWindowsMatchReference() async throws {
+        var b = ModelBuilder(name: "sparse")
+        let values: [Float] = (0 ..< 40 * 20 * 9).map { (i: Int) -> Float in Float((i * 37) % 29) / 29 - 0.5 }
+        let w = try b.addWeight("w", shape: [40, 20, 3, 3], values: values)
+        let w2 = try b.addWeight("w2", shape: [40, 20, 2, 2], values: Array(values.prefix(40 * 20 * 4)))
+        let bias = try b.addWeight("b", shape: [40], values: (0 ..< 40).map { Float($0 % 7) * 0.1 - 0.3 })
+        var f = b.function("main")
+        // Channels-last in and out, as TensorFlow exports are, so the convs run channels-last.
+        let input = f.input("x", TensorType(.float32, [2, 6, 6, 20]))
+        let x = try f.apply1("transpose", [input], ["perm": .ints([0, 3, 1, 2])])
+        let variants: [(String, Weight, [String: AttributeValue])] = [
+            ("d4", w, ["dilations": .ints([4, 4]), "pads": .ints([4, 4, 4, 4])]),
+            ("stride", w, ["dilations": .ints([5, 3]), "pads": .ints([5, 3, 5, 3]), "strides": .ints([2, 1])]),
+            ("empty_rows", w2, ["dilations": .ints([3, 5]), "pads": .ints([12, 5, 0, 5])]),
+        ]
+        for (name, weight, attributes) in variants {
+            let y = try f.apply1("conv", [x, f.use(weight), f.use(bias)], attributes, name: name)
+            f.output(name, try f.apply1("transpose", [try f.apply1("relu", [y])], ["perm": .ints([0, 2, 3, 1])]))
+        }
+        try b.add(f)
+        let model = try b.build()
+        let pixels: [Float] = (0 ..< 2 * 20 * 36).map { (i: Int) -> Float in Float((i * 11) % 17) / 4 - 2 }
+        let inputs = ["x": NDArray(shape: [2, 6, 6, 20], scalars: pixels)]
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for arch in Architecture.all where arch.isRunnableOnHost {
+            let path = "\(dir)/sparse.\(arch.name).compiled"
+            try compileArtifact(model, arch, to: path)
+            let kernels = try CompiledArtifact.read(at: path, verifyWeights: true).plan.functions[0].steps.map(\.kernel)
+            XCTAssertEqual(kernels.filter { $0.hasPrefix("f32_conv2d_nhwc") }.count, 3, "\(arch.name): \(kernels)")
+            _ = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: inputs, label: arch.name)
+        }
+        // Tap ranges per output position: dilation 4 with pad 4 on 6 pixels.
+        let taps = ConvNHWCStep.validTaps(out: 6, size: 6, kernel: 3, stride: 1, dilation: 4, pad: 4)
+        XCTAssertEqual(taps.map { [$0.0, $0.1] }, [[1, 3], [1, 3], [1, 2], [1, 2], [0, 2], [0, 2]])
+    }
 }

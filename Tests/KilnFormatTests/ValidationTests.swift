@@ -8,6 +8,17 @@ final class ValidationTests: XCTestCase {
         }
     }
 
+    /// A reshape's -1 is told when the named symbols it shares with the input cancel.
+    func testReshapeHoleCancelsSharedSymbols() throws {
+        let x: [KilnFormat.Dimension] = ["batch", "seq", .size(256)]
+        XCTAssertEqual(try OpSet.reshape(x, [0, 0, -1, 64]), ["batch", "seq", .size(4), .size(64)])
+        XCTAssertEqual(try OpSet.reshape(["seq", .size(6)], [0, 3, -1]), ["seq", .size(3), .size(2)])
+        // An anonymous dim, or a symbol left over, leaves it unknown.
+        XCTAssertEqual(try OpSet.reshape([.unknown, .size(8)], [0, -1, 4]), [.unknown, .unknown, .size(4)])
+        XCTAssertEqual(try OpSet.reshape(["a", .size(8)], [-1, 4]), [.unknown, .size(4)])
+        XCTAssertEqual(try OpSet.reshape(["a", .size(10)], [0, -1, 4]), ["a", .unknown, .size(4)])
+    }
+
     func testDuplicateNamesAreRejected() throws {
         var m = try sampleModel()
         m.weights.append(m.weights[0])

@@ -22,6 +22,17 @@ enum { KILN_VECTOR_FAMILIES(KILN_DECLARE_VECTOR_FAMILY) KILN_VECTOR_FAMILY_COUNT
 
 // Each entry point's function type (`…_t`) and pointer type (`…_fn`).
 
+/// Attention's scratch (see kiln_f32_attention): keys transposed [d][w], a block of scores
+/// [KILN_ATTENTION_MAX_MR][w] and values in panels [skv][dv rounded up to KILN_ATTENTION_MAX_NR],
+/// w = skv rounded up to 16. MR and NR bound the tiles of the GEMM microkernels it runs on.
+#define KILN_ATTENTION_MAX_MR 8
+#define KILN_ATTENTION_MAX_NR 16
+static inline size_t kiln_attention_keys_padded(size_t skv) { return (skv + 15) / 16 * 16; }
+static inline size_t kiln_attention_scratch_floats(size_t skv, size_t d, size_t dv) {
+    const size_t w = kiln_attention_keys_padded(skv);
+    return w * (d + KILN_ATTENTION_MAX_MR) + skv * ((dv + KILN_ATTENTION_MAX_NR - 1) / KILN_ATTENTION_MAX_NR * KILN_ATTENTION_MAX_NR);
+}
+
 /// y = f(x) for the kiln_unary.inc function `op` with parameters alpha and beta.
 typedef void kiln_f32_unary_t(int op, size_t n, const float *x, float *y, float alpha, float beta);
 /// Broadcasting binary op over `rank` dims (strides in elements, 0 where broadcast; y contiguous).
@@ -37,8 +48,7 @@ typedef void kiln_f32_layer_norm_t(size_t rows, size_t n, const float *x, const 
 /// Heads [h_begin, h_end) of one batch entry over 3-D inputs (rows q_row, kv_row, v_row, y_row
 /// floats apart; head h at column h·d, or h·dv for values and output):
 /// softmax_j(scale · q_i·k_j + mask[h·mask_h + i·mask_i + j]) · v, mask NULL for none; a row whose
-/// best score is −∞ gives zeros. `scratch` holds w · (d + 1) floats, w = skv rounded up to 16 (a
-/// row of scores, the head's keys transposed).
+/// best score is −∞ gives zeros. `scratch` holds kiln_attention_scratch_floats(skv, d, dv) floats.
 typedef void kiln_f32_attention_t(size_t sq, size_t skv, size_t d, size_t dv, size_t h_begin, size_t h_end, const float *q,
                                   size_t q_row, const float *k, size_t kv_row, const float *v, size_t v_row, const float *mask,
                                   size_t mask_h, size_t mask_i, float scale, float *y, size_t y_row, float *scratch);

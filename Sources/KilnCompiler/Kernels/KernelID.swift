@@ -91,8 +91,9 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     case softmax = "f32_softmax"
     /// `layer_norm` over the last axis.
     case layerNorm = "f32_layer_norm"
-    /// `attention` over 3-D `[B, S, H·D]` inputs with an additive float mask: per head, scores,
-    /// softmax and the weighted values one query row at a time, nothing transposed.
+    /// `attention` over 3-D `[B, S, H·D]` or (runtime 0.8) 4-D `[B, H, S, D]` inputs with an
+    /// additive float mask: per head, scores, softmax and the weighted values a block of query
+    /// rows at a time on the GEMM microkernel, nothing else transposed.
     case attention = "f32_attention"
     /// `reduce_*` over contiguous axes.
     case reduce = "f32_reduce"

@@ -8,13 +8,15 @@ import KilnReference
 /// ```
 /// qh = transpose(reshape(q, [0, 0, H, D]), [0, 2, 1, 3])        (likewise vh from v)
 /// kt = transpose(reshape(k, [0, 0, H, D]), [0, 2, 3, 1])        (or [0, 2, 1, 3], then [0, 1, 3, 2])
-/// p  = softmax(add(div(matmul(qh, kt), c), mask), axis -1)     (div or mul by 1/c optional, add optional)
+/// p  = softmax(add(matmul(qh·c₁, kt·c₂)·c₃, mask), axis -1)     (scalar scales by mul or div optional, add optional)
+/// p  = where(isnan(p), 0, p)                                    (optional; see AttentionFusion+Heads.swift)
 /// y  = reshape(transpose(matmul(p, vh), [0, 2, 1, 3]), [0, 0, H·D])
 /// ```
 /// becomes `y = attention(q, k, v, mask)` with `q_num_heads = kv_num_heads = H` and
-/// `scale = 1/c`. The reshape targets may also spell the first two dims out when they are the
+/// `scale = c₁·c₂·c₃`. The reshape targets may also spell the first two dims out when they are the
 /// input's fixed sizes. Every intermediate must be read only inside the pattern; c is a scalar
-/// constant (weight or `constant` op).
+/// constant (weight or `constant` op). Attention on operands already split into heads is matched
+/// too (AttentionFusion+Heads.swift).
 public struct AttentionFusion: CompilerPass {
     /// `attention_fusion`.
     public static let name = "attention_fusion"
@@ -30,9 +32,12 @@ public struct AttentionFusion: CompilerPass {
             let uses = UseIndex(f)
             var removed = Set<Int>()
             for (i, op) in f.operations.enumerated() where op.opType == "softmax" {
-                guard let m = match(softmax: i, f, uses, unit), removed.isDisjoint(with: m.ops) else { continue }
+                // The 4-D form runs on runtimes from 0.8.
+                guard let m = match(softmax: i, f, uses, unit) ?? (unit.minimumRuntime >= RuntimeVersion(0, 8) ? match4D(softmax: i, f, uses, unit) : nil),
+                      removed.isDisjoint(with: m.ops) else { continue }
                 let last = f.operations[m.result]
-                let attributes: [String: AttributeValue] = ["q_num_heads": .int(m.heads), "kv_num_heads": .int(m.heads), "scale": .float(m.scale)]
+                let attributes: [String: AttributeValue] = m.heads == 0 ? ["scale": .float(m.scale)]
+                    : ["q_num_heads": .int(m.heads), "kv_num_heads": .int(m.heads), "scale": .float(m.scale)]
                 f.operations[m.result] = Operation(opType: "attention", name: last.name, inputs: [m.q, m.k, m.v] + (m.mask.map { [$0] } ?? []),
                                                    outputs: last.outputs, attributes: attributes, source: last.source)
                 removed.formUnion(m.ops.subtracting([m.result]))
@@ -46,6 +51,7 @@ public struct AttentionFusion: CompilerPass {
     struct Match {
         var q: String, k: String, v: String
         var mask: String?
+        /// Heads of the 3-D form; 0 for operands already `[B, H, S, D]`.
         var heads: Int
         var scale: Double
         var ops: Set<Int>
@@ -99,62 +105,19 @@ public struct AttentionFusion: CompilerPass {
         return nil
     }
 
-    /// `matmul(…)`, `div(matmul(…), c)` or `mul(matmul(…), c)`: the matmul's result, the scale, the scaling op.
-    func scaled(_ value: String, _ f: Function, _ uses: UseIndex, _ unit: CompilationUnit) -> (String, Double, [Int])? {
-        if privateProducer(value, "matmul", f, uses) != nil { return (value, 1, []) }
-        if let (di, div) = privateProducer(value, "div", f, uses), div.inputs.count == 2, let c = scalar(div.inputs[1], f, uses, unit), c != 0,
-           privateProducer(div.inputs[0], "matmul", f, uses) != nil {
-            return (div.inputs[0], 1 / c, [di])
-        }
-        if let (mi, mul) = privateProducer(value, "mul", f, uses), mul.inputs.count == 2 {
-            for k in 0 ..< 2 {
-                if let c = scalar(mul.inputs[k], f, uses, unit), privateProducer(mul.inputs[1 - k], "matmul", f, uses) != nil {
-                    return (mul.inputs[1 - k], c, [mi])
-                }
-            }
-        }
-        return nil
-    }
-
     func match(softmax si: Int, _ f: Function, _ uses: UseIndex, _ unit: CompilationUnit) -> Match? {
-        let softmax = f.operations[si]
-        guard softmax.inputs.count == 1, let rank = softmax.outputs.first?.type.shape.count, rank == 4,
-              let axis = try? softmax.attributes.int("axis", -1), axis == -1 || axis == 3 else { return nil }
-        var ops: Set<Int> = [si]
-        // Backwards from the softmax: an optional mask add, optional scaling, the scores matmul.
-        var chain = scaled(softmax.inputs[0], f, uses, unit)
-        var mask: String?
-        if chain == nil, let (ai, add) = privateProducer(softmax.inputs[0], "add", f, uses), add.inputs.count == 2 {
-            for (s, m) in [(add.inputs[0], add.inputs[1]), (add.inputs[1], add.inputs[0])] {
-                if let c = scaled(s, f, uses, unit) {
-                    chain = c
-                    mask = m
-                    ops.insert(ai)
-                    break
-                }
-            }
-        }
-        guard let (scores, scale, scaleOps) = chain else { return nil }
-        ops.formUnion(scaleOps)
-        guard let (qi, qk) = privateProducer(scores, "matmul", f, uses), qk.inputs.count == 2,
-              let q = heads(qk.inputs[0], perm: [0, 2, 1, 3], f, uses) else { return nil }
-        ops.insert(qi)
-        ops.formUnion(q.ops)
+        guard let c = core(softmax: si, f, uses, unit), let q = heads(c.q, perm: [0, 2, 1, 3], f, uses) else { return nil }
+        var ops = c.ops.union(q.ops)
         // Keys: transposed straight to [B, H, D, S], or to [B, H, S, D] and then swapped.
-        var key = heads(qk.inputs[1], perm: [0, 2, 3, 1], f, uses)
-        if key == nil, let (si2, swap) = privateProducer(qk.inputs[1], "transpose", f, uses), perm(swap) == [0, 1, 3, 2],
+        var key = heads(c.kt, perm: [0, 2, 3, 1], f, uses)
+        if key == nil, let (si2, swap) = privateProducer(c.kt, "transpose", f, uses), perm(swap) == [0, 1, 3, 2],
            let kh = heads(swap.inputs[0], perm: [0, 2, 1, 3], f, uses) {
             key = (kh.x, kh.h, kh.d, kh.ops + [si2])
         }
-        guard let k = key, k.h == q.h, k.d == q.d else { return nil }
-        ops.formUnion(k.ops)
-        // Forwards: probabilities times values, back to [B, S, H·Dv].
-        let p = softmax.outputs[0].name
-        guard uses.isPrivate(p), let pi = uses.readers[p]?.first, f.operations[pi].opType == "matmul", f.operations[pi].inputs.count == 2,
-              f.operations[pi].inputs[0] == p, let v = heads(f.operations[pi].inputs[1], perm: [0, 2, 1, 3], f, uses), v.h == q.h else { return nil }
-        ops.insert(pi)
-        ops.formUnion(v.ops)
-        let ctx = f.operations[pi].outputs[0].name
+        guard let k = key, k.h == q.h, k.d == q.d, let v = heads(c.v, perm: [0, 2, 1, 3], f, uses), v.h == q.h else { return nil }
+        ops.formUnion(k.ops + v.ops)
+        // Forwards: back to [B, S, H·Dv].
+        let ctx = f.operations[c.result].outputs[0].name
         guard uses.isPrivate(ctx), let ti = uses.readers[ctx]?.first, f.operations[ti].opType == "transpose", perm(f.operations[ti]) == [0, 2, 1, 3],
               case let tOut = f.operations[ti].outputs[0].name, uses.isPrivate(tOut), let ri = uses.readers[tOut]?.first,
               f.operations[ri].opType == "reshape", let target = try? f.operations[ri].attributes.ints("shape"), target.count == 3,
@@ -163,9 +126,9 @@ public struct AttentionFusion: CompilerPass {
         else { return nil }
         ops.formUnion([ti, ri])
         // The mask must be float32 and broadcast to [B, H, Sq, Skv] from the right.
-        if let m = mask {
+        if let m = c.mask {
             guard let mt = type(of: m, f) ?? unit.weight(m)?.type, mt.dtype == .float32, (1 ... 4).contains(mt.shape.count) else { return nil }
         }
-        return Match(q: q.x, k: k.x, v: v.x, mask: mask, heads: q.h, scale: scale, ops: ops, result: ri)
+        return Match(q: q.x, k: k.x, v: v.x, mask: c.mask, heads: q.h, scale: c.scale, ops: ops, result: ri)
     }
 }

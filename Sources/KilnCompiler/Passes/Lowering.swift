@@ -184,16 +184,7 @@ public struct Lowering: CompilerPass {
                   axis == -1 || axis == rank - 1, op.inputs.count >= 2, input(1)?.dtype == .float32 else { return .reference }
             return .layerNorm
         case "attention":
-            // The compiled kernel: 3-D float32 q, k, v, as many key as query heads, an explicit scale,
-            // an optional float32 additive mask, one output; the op's other forms run the reference kernel.
-            let a = op.attributes
-            guard float, op.outputs.count == 1, (3 ... 4).contains(op.inputs.count), (0 ..< 3).allSatisfy({ input($0)?.dtype == .float32 && input($0)?.rank == 3 }),
-                  let heads = try? a.int("q_num_heads", 0), heads > 0, (try? a.int("kv_num_heads", 0)) == heads, a["scale"] != nil,
-                  Set(a.keys).isSubset(of: ["q_num_heads", "kv_num_heads", "scale"]),
-                  op.inputs.count == 3 || op.inputs[3].isEmpty || (input(3)?.dtype == .float32 && (1 ... 4).contains(input(3)?.rank ?? 0)) else {
-                return .reference
-            }
-            return .attention
+            return Lowering.attentionFits(op, unit, float: float, input) ? .attention : .reference
         case _ where Lowering.reduceKernels.contains(op.opType):
             if let x = input(0), [.int64, .int32].contains(x.dtype), Lowering.integerReductions.contains(op.opType),
                outputs.count == 1, outputs[0].dtype == x.dtype {
@@ -296,3 +287,19 @@ public struct Lowering: CompilerPass {
     }
 }
 
+extension Lowering {
+    /// The compiled attention kernel's forms: float32 q, k, v, 3-D with as many key as query heads
+    /// or (from runtime 0.8) 4-D [B, H, S, D], an explicit scale, an optional float32 additive
+    /// mask, one output; the op's other forms run the reference kernel.
+    static func attentionFits(_ op: Operation, _ unit: CompilationUnit, float: Bool, _ input: (Int) -> TensorType?) -> Bool {
+        let a = op.attributes
+        let rank = input(0)?.rank ?? 0
+        let (qHeads, kvHeads) = ((try? a.int("q_num_heads", 0)) ?? 0, (try? a.int("kv_num_heads", 0)) ?? 0)
+        let heads3D = rank == 3 && qHeads > 0 && kvHeads == qHeads
+        let heads4D = rank == 4 && a["q_num_heads"] == nil && a["kv_num_heads"] == nil && unit.minimumRuntime >= RuntimeVersion(0, 8)
+        return float && op.outputs.count == 1 && (3 ... 4).contains(op.inputs.count)
+            && (0 ..< 3).allSatisfy({ input($0)?.dtype == .float32 && input($0)?.rank == rank })
+            && (heads3D || heads4D) && a["scale"] != nil && Set(a.keys).isSubset(of: ["q_num_heads", "kv_num_heads", "scale"])
+            && (op.inputs.count == 3 || op.inputs[3].isEmpty || (input(3)?.dtype == .float32 && (1 ... 4).contains(input(3)?.rank ?? 0)))
+    }
+}

@@ -76,11 +76,11 @@ public enum CompiledFormat {
     /// convolution weights in row tiles; every kernel and layout of version 3 remains).
     public static let oldestReadableVersion = 3
     /// The runtime version of this build.
-    public static let runtimeVersion = RuntimeVersion(0, 7)
+    public static let runtimeVersion = RuntimeVersion(0, 8)
     /// The oldest runtime that can run what this compiler emits (the first with typed step configs).
     public static let oldestCompatibleRuntime = RuntimeVersion(0, 6)
     /// The compiler version of this build.
-    public static let compilerVersion = "0.7.0"
+    public static let compilerVersion = "0.8.0"
     /// The artifact file extension.
     public static let fileExtension = "compiled"
     static let magic: [UInt8] = Array("KILNART\0".utf8)

@@ -111,12 +111,29 @@ public enum OpSet {
                     throw OpError("cannot reshape [\(input.map(\.displayText).joined(separator: ", "))] to \(target)")
                 }
                 out[hole] = .size(total / part)
+            } else if let size = cancelledHole(input, out, hole) {
+                out[hole] = .size(size)
             }
         } else if inputStatic, out.allSatisfy({ $0.size != nil }),
                   elementCount(known) != elementCount(out.map { $0.size! }) {
             throw OpError("cannot reshape [\(input.map(\.displayText).joined(separator: ", "))] to \(target)")
         }
         return out
+    }
+
+    /// The size of a reshape's -1 when the input and the other output dims share named symbols
+    /// (`[batch, seq, 256]` to `[batch, seq, -1, 64]`: 4): the shared symbols cancel and the
+    /// rest must be static. Nil when it cannot be told.
+    static func cancelledHole(_ input: [Dimension], _ out: [Dimension], _ hole: Int) -> Int? {
+        var rest = out.enumerated().filter { $0.offset != hole }.map(\.element)
+        var left: [Dimension] = []
+        for d in input {
+            if case .symbol(let s) = d, !s.isEmpty, let i = rest.firstIndex(of: d) { rest.remove(at: i) } else { left.append(d) }
+        }
+        let (a, b) = (left.compactMap(\.size), rest.compactMap(\.size))
+        guard a.count == left.count, b.count == rest.count, let total = elementCount(a), let part = elementCount(b), part > 0,
+              total % part == 0 else { return nil }
+        return total / part
     }
 
     /// `n` anonymous dims.

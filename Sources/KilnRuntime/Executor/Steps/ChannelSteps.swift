@@ -53,8 +53,19 @@ struct InstanceNormStep: StepKernel {
         let eps = Float(try op.attributes.float("epsilon", 1e-5))
         let (batch, c, inner, y) = (x.shape[0], x.shape[1], x.shape[2...].reduce(1, *), outputs[0])
         guard inner > 0 else { throw OpError("empty planes") }
+        // Planes split across threads; a part's planes are run batch entry by batch entry.
+        let threads = context.threads
+        let parts = splitRanges(batch * c, parts: batch * c * inner < 1 << 15 ? 1 : workChunks(threads))
         return BoundStep { slots in
-            kiln_f32_instance_norm__scalar(batch, c, inner, x.floats(slots), scale.floats(slots), bias.floats(slots), eps, y.floats(slots))
+            let (px, ps, pb, py) = (x.floats(slots), scale.floats(slots), bias.floats(slots), y.floats(slots))
+            parallelFor(parts.count, threads: threads) { i in
+                var plane = parts[i].lowerBound
+                while plane < parts[i].upperBound {
+                    let ch = plane % c, count = min(c - ch, parts[i].upperBound - plane)
+                    kiln_f32_instance_norm__scalar(1, count, inner, px + plane * inner, ps + ch, pb + ch, eps, py + plane * inner)
+                    plane += count
+                }
+            }
         }
     }
 }

@@ -119,6 +119,9 @@ struct ConvNHWCStep: StepKernel, @unchecked Sendable {
         let pointwise = !planarInput && kh == 1 && kw == 1 && window.strides == [1, 1] && pt == 0 && pl == 0 && oh == h && ow == w
         let threads = context.threads
         let planar = planarInput
+        if !pointwise, residual == nil, let indirect, let sparse = try bindSparseTaps(indirect, x: x, y: y, bias: bias, context: &context) {
+            return sparse
+        }
         if !pointwise, let indirect, (h + 2 * kh * window.dilations[0]) * (w + 2 * kw * window.dilations[1]) * c < Int(Int32.max) {
             return try bindIndirect(indirect, x: x, y: y, bias: bias, residual: residual, context: &context)
         }

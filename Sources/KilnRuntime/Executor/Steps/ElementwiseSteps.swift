@@ -181,10 +181,19 @@ struct SelectStep: StepKernel {
         guard shape.count <= Int(KILN_MAX_RANK) else { throw OpError("rank \(shape.count) after merging is above \(KILN_MAX_RANK)") }
         let layout = ShapeBuffer(shape: shape, strides: strides)
         let size = x.dtype.bitWidth / 8
+        // Parts along the outermost merged dim (each a contiguous block of y).
+        let parts = y.count == 0 ? [] : outerParts(shape, threads: context.threads)
+        let (inner, threads) = (shape.dropFirst().reduce(1, *), context.threads)
         return BoundStep { slots in
-            guard y.count > 0 else { return }
-            kiln_where_nd__scalar(size, layout.rank, layout.shape, c.pointer(slots).assumingMemoryBound(to: UInt8.self), layout.strides(0),
-                                  x.pointer(slots), layout.strides(1), z.pointer(slots), layout.strides(2), y.pointer(slots))
+            let pc = c.pointer(slots).assumingMemoryBound(to: UInt8.self), px = x.pointer(slots), pz = z.pointer(slots), py = y.pointer(slots)
+            parallelFor(parts.count, threads: threads) { i in
+                let r = parts[i]
+                layout.withPart(count: r.count) { dims, _, _ in
+                    kiln_where_nd__scalar(size, layout.rank, dims, pc + r.lowerBound * strides[0][0], layout.strides(0),
+                                          px + r.lowerBound * strides[1][0] * size, layout.strides(1),
+                                          pz + r.lowerBound * strides[2][0] * size, layout.strides(2), py + r.lowerBound * inner * size)
+                }
+            }
         }
     }
 }
@@ -203,7 +212,15 @@ struct MapStep: StepKernel {
             throw OpError("\(op.opType) on \(inputs.first??.dtype.rawValue ?? "nothing") has no map kernel")
         }
         let y = outputs[0]
-        return BoundStep { slots in _ = kiln_map__scalar(code, dt, x.count, x.pointer(slots), y.pointer(slots)) }
+        let (xs, ys, threads) = (x.dtype.bitWidth / 8, y.dtype.bitWidth / 8, context.threads)
+        let parts = splitRanges(x.count, parts: x.count < 1 << 16 ? 1 : threads)
+        return BoundStep { slots in
+            let px = x.pointer(slots), py = y.pointer(slots)
+            parallelFor(parts.count, threads: threads) { i in
+                let r = parts[i]
+                _ = kiln_map__scalar(code, dt, r.count, px + r.lowerBound * xs, py + r.lowerBound * ys)
+            }
+        }
     }
 }
 

@@ -85,13 +85,15 @@ struct LayerNormStep: StepKernel {
     }
 }
 
-/// `attention` over 3-D `[B, S, H·D]` q, k, v with an optional float32 additive mask that
-/// broadcasts to `[B, H, Sq, Skv]`: the (batch, head) pairs split across threads, each query row's
-/// scores, softmax and weighted values computed in place from the 3-D layout.
+/// `attention` over 3-D `[B, S, H·D]` q, k, v (as many key as query heads) or 4-D `[B, H, S, D]`
+/// ones (query heads a multiple of key heads, grouped-query attention), with an optional float32
+/// additive mask that broadcasts to `[B, Hq, Sq, Skv]`: the (batch, head) pairs split across
+/// threads, each query row's scores, softmax and weighted values computed in place.
 struct AttentionStep: StepKernel {
     let id: KernelID
     let op: KilnFormat.Operation
     let kernels: NormalizationKernels
+    /// Heads of the 3-D form; 0 for 4-D operands.
     let heads: Int
     let scale: Float
 
@@ -101,54 +103,93 @@ struct AttentionStep: StepKernel {
         self.kernels = kernels
         heads = try op.attributes.int("q_num_heads", 0)
         scale = Float(try op.attributes.float("scale", 1))
-        guard heads > 0, try op.attributes.int("kv_num_heads", 0) == heads else { throw OpError("needs as many key heads as query heads") }
+        guard try op.attributes.int("kv_num_heads", 0) == heads else { throw OpError("needs as many key heads as query heads") }
     }
 
     func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
-        guard inputs.count >= 3, let q = inputs[0], let v = inputs[2], q.shape.count == 3, v.shape.count == 3 else { return nil }
-        return [([q.shape[0], q.shape[1], v.shape[2]], .float32)]
+        guard inputs.count >= 3, let q = inputs[0], let v = inputs[2], q.shape.count == v.shape.count else { return nil }
+        switch q.shape.count {
+        case 3: return [([q.shape[0], q.shape[1], v.shape[2]], .float32)]
+        case 4: return [([q.shape[0], q.shape[1], q.shape[2], v.shape[3]], .float32)]
+        default: return nil
+        }
+    }
+
+    /// One batch entry's geometry: element offsets and row strides of q, k, v and y per head.
+    struct Geometry {
+        var batch = 0, heads = 0, group = 1, sq = 0, skv = 0, d = 0, dv = 0
+        var qRow = 0, kvRow = 0, vRow = 0, yRow = 0
+        // Per batch entry and per head (for key/value heads: per key head).
+        var qBatch = 0, kBatch = 0, vBatch = 0, yBatch = 0
+        var qHead = 0, kHead = 0, vHead = 0, yHead = 0
+    }
+
+    func geometry(_ q: Operand, _ k: Operand, _ v: Operand) throws -> Geometry {
+        var g = Geometry()
+        if heads > 0 {
+            guard [q, k, v].allSatisfy({ $0.shape.count == 3 }) else { throw OpError("needs 3-D q, k and v") }
+            (g.batch, g.heads, g.sq, g.skv) = (q.shape[0], heads, q.shape[1], k.shape[1])
+            guard q.shape[2] % heads == 0, v.shape[2] % heads == 0, k.shape[2] == q.shape[2], k.shape[0] == g.batch, v.shape[0] == g.batch,
+                  v.shape[1] == g.skv else { throw OpError("q \(q.shape), k \(k.shape) and v \(v.shape) do not fit \(heads) heads") }
+            (g.d, g.dv) = (q.shape[2] / heads, v.shape[2] / heads)
+            (g.qRow, g.kvRow, g.vRow, g.yRow) = (heads * g.d, heads * g.d, heads * g.dv, heads * g.dv)
+            (g.qBatch, g.kBatch, g.vBatch, g.yBatch) = (g.sq * heads * g.d, g.skv * heads * g.d, g.skv * heads * g.dv, g.sq * heads * g.dv)
+            (g.qHead, g.kHead, g.vHead, g.yHead) = (g.d, g.d, g.dv, g.dv)
+        } else {
+            guard [q, k, v].allSatisfy({ $0.shape.count == 4 }) else { throw OpError("needs 4-D q, k and v") }
+            let hkv = k.shape[1]
+            (g.batch, g.heads, g.sq, g.skv, g.d, g.dv) = (q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3])
+            guard hkv > 0, g.heads % hkv == 0, k.shape[0] == g.batch, v.shape[0] == g.batch, v.shape[1] == hkv, v.shape[2] == g.skv,
+                  k.shape[3] == g.d else { throw OpError("q \(q.shape), k \(k.shape) and v \(v.shape) do not fit [B, H, S, D] attention") }
+            g.group = g.heads / hkv
+            (g.qRow, g.kvRow, g.vRow, g.yRow) = (g.d, g.d, g.dv, g.dv)
+            (g.qHead, g.kHead, g.vHead, g.yHead) = (g.sq * g.d, g.skv * g.d, g.skv * g.dv, g.sq * g.dv)
+            (g.qBatch, g.kBatch, g.vBatch, g.yBatch) = (g.heads * g.qHead, hkv * g.kHead, hkv * g.vHead, g.heads * g.yHead)
+        }
+        return g
     }
 
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
         guard inputs.count >= 3, let q = inputs[0], let k = inputs[1], let v = inputs[2],
-              [q, k, v].allSatisfy({ $0.dtype == .float32 && $0.shape.count == 3 }) else { throw OpError("needs 3-D float32 q, k and v") }
-        let (batch, sq, skv) = (q.shape[0], q.shape[1], k.shape[1])
-        guard q.shape[2] % heads == 0, v.shape[2] % heads == 0, k.shape[2] == q.shape[2], k.shape[0] == batch, v.shape[0] == batch,
-              v.shape[1] == skv else { throw OpError("q \(q.shape), k \(k.shape) and v \(v.shape) do not fit \(heads) heads") }
-        let (d, dv) = (q.shape[2] / heads, v.shape[2] / heads)
+              [q, k, v].allSatisfy({ $0.dtype == .float32 }) else { throw OpError("needs float32 q, k and v") }
+        let g = try geometry(q, k, v)
         // The mask's strides over [B, H, Sq, Skv] (0 where it broadcasts); its last dim must be Skv.
         var strides = [0, 0, 0, 0]
         let mask = inputs.count > 3 ? inputs[3] : nil
         if let m = mask {
             guard m.dtype == .float32, (1 ... 4).contains(m.shape.count) else { throw OpError("needs a float32 mask of rank 1…4") }
             let dims = [Int](repeating: 1, count: 4 - m.shape.count) + m.shape
-            let full = [batch, heads, sq, skv]
+            let full = [g.batch, g.heads, g.sq, g.skv]
             var step = 1
             for i in stride(from: 3, through: 0, by: -1) {
                 guard dims[i] == 1 || dims[i] == full[i] else { throw OpError("mask \(m.shape) does not broadcast to \(full)") }
                 strides[i] = dims[i] == 1 ? 0 : step
                 step *= dims[i]
             }
-            guard dims[3] == skv else { throw OpError("mask \(m.shape) does not cover \(skv) keys") }
+            guard dims[3] == g.skv else { throw OpError("mask \(m.shape) does not cover \(g.skv) keys") }
         }
-        let units = batch * heads
-        let parts = splitRanges(units, parts: units * sq * skv * (d + dv) < 1 << 15 ? 1 : workChunks(context.threads))
-        let width = (skv + 15) / 16 * 16 * (d + 1) // floats of scratch one part needs (see kiln_f32_attention)
+        let units = g.batch * g.heads
+        let parts = splitRanges(units, parts: units * g.sq * g.skv * (g.d + g.dv) < 1 << 15 ? 1 : workChunks(context.threads))
+        let width = kiln_attention_scratch_floats(g.skv, g.d, g.dv) // floats of scratch one part needs
         context.scratch(parts.count * width * MemoryLayout<Float>.stride)
         let (y, kernel, threads, scale, scratchSlot) = (outputs[0], kernels.attention, context.threads, self.scale, context.scratchSlot)
+        let planar = heads == 0
         return BoundStep { slots in
             let (pq, pk, pv, py) = (UnsafePointer(q.floats(slots)), UnsafePointer(k.floats(slots)), UnsafePointer(v.floats(slots)), y.floats(slots))
             let pm = mask.map { UnsafePointer($0.floats(slots)) }
             let rows = slots[scratchSlot].assumingMemoryBound(to: Float.self)
             parallelFor(parts.count, threads: threads) { p in
-                // Each part's units: whole (batch, head) pairs, run head range by head range within a batch entry.
+                // Each part's units: (batch, head) pairs. 3-D heads: a run of heads within a batch
+                // entry per call (the kernel offsets head h by h·d); 4-D: one head plane per call.
                 var u = parts[p].lowerBound
                 while u < parts[p].upperBound {
-                    let (b, h0) = u.quotientAndRemainder(dividingBy: heads)
-                    let h1 = min(heads, h0 + parts[p].upperBound - u)
-                    kernel(sq, skv, d, dv, h0, h1, pq + b * sq * heads * d, heads * d, pk + b * skv * heads * d, heads * d,
-                           pv + b * skv * heads * dv, heads * dv, pm.map { $0 + b * strides[0] }, strides[1], strides[2], scale,
-                           py + b * sq * heads * dv, heads * dv, rows + p * width)
+                    let (b, h0) = u.quotientAndRemainder(dividingBy: g.heads)
+                    let h1 = planar ? h0 + 1 : min(g.heads, h0 + parts[p].upperBound - u)
+                    let (hq, hk, first, last) = planar ? (h0, h0 / g.group, 0, 1) : (0, 0, h0, h1)
+                    let pmh = pm.map { $0 + b * strides[0] + (planar ? h0 * strides[1] : 0) }
+                    kernel(g.sq, g.skv, g.d, g.dv, first, last, pq + b * g.qBatch + hq * g.qHead, g.qRow, pk + b * g.kBatch + hk * g.kHead, g.kvRow,
+                           pv + b * g.vBatch + hk * g.vHead, g.vRow, pmh, strides[1], strides[2], scale, py + b * g.yBatch + hq * g.yHead, g.yRow,
+                           rows + p * width)
                     u += h1 - h0
                 }
             }
