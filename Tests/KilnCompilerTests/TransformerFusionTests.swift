@@ -15,7 +15,9 @@ final class TransformerFusionTests: XCTestCase {
     /// One encoder attention block: projections, heads split by reshape/transpose, scores scaled
     /// by `div` (or `mul`), an additive [B, 1, 1, S] mask (or none), softmax, values, heads merged,
     /// then GELU of an output projection written as erf parts.
-    func model(heads: Int, d: Int, key: KeyForm, mulScale: Bool, mask: Bool) throws -> PortableModel {
+    /// `inferred`: reshape targets with -1 for the heads and the merged width, and a reshape to
+    /// the same shape after the values (as Whisper exports write them).
+    func model(heads: Int, d: Int, key: KeyForm, mulScale: Bool, mask: Bool, inferred: Bool = false) throws -> PortableModel {
         var rng = SplitMix64(seed: 11)
         func values(_ n: Int) -> [Float] { (0 ..< n).map { _ in Float(rng.unit() - 0.5) } }
         let width = heads * d
@@ -33,7 +35,7 @@ final class TransformerFusionTests: XCTestCase {
         let x = f.input("x", TensorType(.float32, ["batch", "seq", .size(width)]))
         let m = f.input("mask", TensorType(.float32, ["batch", .size(1), .size(1), "seq"]))
         func split(_ v: ValueRef, _ perm: [Int]) throws -> ValueRef {
-            let r = try f.apply("reshape", [v], ["shape": .ints([0, 0, heads, d])],
+            let r = try f.apply("reshape", [v], ["shape": .ints([0, 0, inferred ? -1 : heads, d])],
                                 outputTypes: [TensorType(.float32, ["batch", "seq", .size(heads), .size(d)])])[0]
             return try f.apply1("transpose", [r], ["perm": .ints(perm)])
         }
@@ -48,8 +50,10 @@ final class TransformerFusionTests: XCTestCase {
         s = try f.apply1(mulScale ? "mul" : "div", [s, f.use(c)])
         if mask { s = try f.apply1("add", [s, m]) }
         let p = try f.apply1("softmax", [s], ["axis": .int(-1)])
-        let ctx = try f.apply1("transpose", [try f.apply1("matmul", [p, v])], ["perm": .ints([0, 2, 1, 3])])
-        let merged = try f.apply("reshape", [ctx], ["shape": .ints([0, 0, width])],
+        var values = try f.apply1("matmul", [p, v])
+        if inferred { values = try f.apply1("reshape", [values], ["shape": .ints([0, 0, 0, 0])]) }
+        let ctx = try f.apply1("transpose", [values], ["perm": .ints([0, 2, 1, 3])])
+        let merged = try f.apply("reshape", [ctx], ["shape": .ints([0, 0, inferred ? -1 : width])],
                                  outputTypes: [TensorType(.float32, ["batch", "seq", .size(width)])])[0]
         let o = try f.apply1("matmul", [merged, f.use(wo)])
         // GELU as exported: 0.5 · o · (1 + erf(o / √2)).
@@ -65,9 +69,10 @@ final class TransformerFusionTests: XCTestCase {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         var rng = SplitMix64(seed: 5)
-        for (heads, d, key, mulScale, mask) in [(4, 8, KeyForm.direct, false, true), (3, 20, .swapped, true, true), (2, 16, .direct, false, false)] {
-            let model = try self.model(heads: heads, d: d, key: key, mulScale: mulScale, mask: mask)
-            let label = "heads \(heads) d \(d) \(key) \(mulScale ? "mul" : "div") mask \(mask)"
+        for (heads, d, key, mulScale, mask, inferred) in [(4, 8, KeyForm.direct, false, true, false), (3, 20, .swapped, true, true, false),
+                                                          (2, 16, .direct, false, false, false), (2, 8, .direct, true, true, true)] {
+            let model = try self.model(heads: heads, d: d, key: key, mulScale: mulScale, mask: mask, inferred: inferred)
+            let label = "heads \(heads) d \(d) \(key) \(mulScale ? "mul" : "div") mask \(mask) inferred \(inferred)"
             var unit = CompilationUnit(model: model, arch: runnableArchitectures.last!)
             try GeluFusion().apply(to: &unit)
             try AttentionFusion().apply(to: &unit)

@@ -91,10 +91,12 @@ public struct AttentionFusion: CompilerPass {
               let (ri, r) = privateProducer(t.inputs[0], "reshape", f, uses), let x = r.inputs.first,
               let shape = try? r.attributes.ints("shape"), shape.count == 4, (try? r.attributes.int("allowzero", 0)) == 0,
               let out = r.outputs.first?.type, out.shape.count == 4, let h = out.shape[2].size, let d = out.shape[3].size, h > 0, d > 0,
-              shape[2] == h, shape[3] == d else { return nil }
-        // The input: 3-D, its first two dims kept (0 in the target, or the same fixed size).
+              shape[2] == h || shape[2] == -1, shape[3] == d || shape[3] == -1 else { return nil }
+        // The input: 3-D, its first two dims kept (0 in the target, the same fixed size, or a -1
+        // that the types show comes out as the input's dim).
         guard let inType = type(of: x, f), inType.shape.count == 3, inType.shape[2].size.map({ $0 == h * d }) ?? false,
-              (0 ..< 2).allSatisfy({ shape[$0] == 0 || (inType.shape[$0].size == shape[$0]) }) else { return nil }
+              (0 ..< 2).allSatisfy({ shape[$0] == 0 || inType.shape[$0].size == shape[$0] || (shape[$0] == -1 && same(out.shape[$0], inType.shape[$0])) })
+        else { return nil }
         return (x, h, d, [ti, ri])
     }
 
@@ -116,13 +118,21 @@ public struct AttentionFusion: CompilerPass {
         }
         guard let k = key, k.h == q.h, k.d == q.d, let v = heads(c.v, perm: [0, 2, 1, 3], f, uses), v.h == q.h else { return nil }
         ops.formUnion(k.ops + v.ops)
-        // Forwards: back to [B, S, H·Dv].
-        let ctx = f.operations[c.result].outputs[0].name
+        // Forwards: back to [B, S, H·Dv] (through a reshape that keeps the shape, as some exports write).
+        var ctx = f.operations[c.result].outputs[0].name
+        if uses.isPrivate(ctx), let ri = uses.readers[ctx]?.first, f.operations[ri].opType == "reshape",
+           let before = f.operations[c.result].outputs.first?.type, let after = f.operations[ri].outputs.first?.type,
+           before.rank == after.rank, zip(before.shape, after.shape).allSatisfy({ same($0, $1) }) {
+            ops.insert(ri)
+            ctx = f.operations[ri].outputs[0].name
+        }
         guard uses.isPrivate(ctx), let ti = uses.readers[ctx]?.first, f.operations[ti].opType == "transpose", perm(f.operations[ti]) == [0, 2, 1, 3],
               case let tOut = f.operations[ti].outputs[0].name, uses.isPrivate(tOut), let ri = uses.readers[tOut]?.first,
               f.operations[ri].opType == "reshape", let target = try? f.operations[ri].attributes.ints("shape"), target.count == 3,
-              target[2] == q.h * v.d, let yType = f.operations[ri].outputs.first?.type, yType.shape.count == 3,
-              let qType = type(of: q.x, f), (0 ..< 2).allSatisfy({ target[$0] == 0 || (qType.shape[$0].size == target[$0]) })
+              let yType = f.operations[ri].outputs.first?.type, yType.shape.count == 3, yType.shape[2] == .size(q.h * v.d),
+              target[2] == q.h * v.d || target[2] == -1,
+              let qType = type(of: q.x, f),
+              (0 ..< 2).allSatisfy({ target[$0] == 0 || qType.shape[$0].size == target[$0] || (target[$0] == -1 && same(yType.shape[$0], qType.shape[$0])) })
         else { return nil }
         ops.formUnion([ti, ri])
         // The mask must be float32 and broadcast to [B, H, Sq, Skv] from the right.
