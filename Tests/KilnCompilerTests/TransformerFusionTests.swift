@@ -58,7 +58,9 @@ final class TransformerFusionTests: XCTestCase {
         let o = try f.apply1("matmul", [merged, f.use(wo)])
         // GELU as exported: 0.5 · o · (1 + erf(o / √2)).
         let e = try f.apply1("erf", [try f.apply1("div", [o, f.use(root2)])])
-        let g = try f.apply1("mul", [try f.apply1("mul", [o, try f.apply1("add", [e, f.use(one)])]), f.use(half)])
+        // (With `inferred`, as dynamo exports write it: o · (0.5 · (1 + erf(o / √2))).)
+        let g = inferred ? try f.apply1("mul", [o, try f.apply1("mul", [f.use(half), try f.apply1("add", [e, f.use(one)])])])
+            : try f.apply1("mul", [try f.apply1("mul", [o, try f.apply1("add", [e, f.use(one)])]), f.use(half)])
         f.output("y", g)
         if !mask { f.output("mask_unused", m) }
         try b.add(f)

@@ -4,7 +4,8 @@ import KilnReference
 /// Replaces GELU written as its parts (as PyTorch and Hugging Face exports spell it) by one
 /// `gelu` op, which ``EpilogueFusion`` can then fold into the producing GEMM:
 /// - erf form: `0.5 · x · (1 + erf(x / √2))` — `div(x, √2)` or `mul(x, 1/√2)`, `erf`,
-///   `add(·, 1)`, then `mul(x, ·)` and `mul(·, 0.5)` in either order (`mul(mul(x, 0.5), ·)` too);
+///   `add(·, 1)`, then `mul(x, ·)` and `mul(·, 0.5)` in either order (`mul(mul(x, 0.5), ·)` and
+///   `mul(x, mul(0.5, ·))` too);
 /// - tanh form: `0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))` with `x³` as `pow(x, 3)`
 ///   or `mul(x, mul(x, x))`, giving `gelu` with `approximate = "tanh"`.
 /// Constants are scalar weights within float32 rounding of the exact values; every
@@ -134,9 +135,14 @@ public struct GeluFusion: CompilerPass {
         guard let (ai, add) = onlyReader(core.outputs[0].name, f, uses), add.opType == "add",
               let one = other(add, core.outputs[0].name), near(scalar(one, unit), 1) else { return nil }
         ops.insert(ai)
-        // x · (1 + …) · 0.5, in either order, or (x · 0.5) · (1 + …).
+        // x · (1 + …) · 0.5, in either order, (x · 0.5) · (1 + …), or x · (0.5 · (1 + …)).
         guard let (mi, m) = onlyReader(add.outputs[0].name, f, uses), m.opType == "mul", let partner = other(m, add.outputs[0].name) else { return nil }
         ops.insert(mi)
+        if near(scalar(partner, unit), 0.5) {
+            guard let (xi, outer) = onlyReader(m.outputs[0].name, f, uses), outer.opType == "mul", other(outer, m.outputs[0].name) == x else { return nil }
+            ops.insert(xi)
+            return Match(x: x, ops: ops, result: xi)
+        }
         if partner == x {
             guard let (hi, half) = onlyReader(m.outputs[0].name, f, uses), half.opType == "mul",
                   let h = other(half, m.outputs[0].name), near(scalar(h, unit), 0.5) else { return nil }
