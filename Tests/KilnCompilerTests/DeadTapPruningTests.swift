@@ -47,11 +47,7 @@ final class DeadTapPruningTests: XCTestCase {
         let inputs = ["x": NDArray(shape: [1, 4, 5, 7], scalars: pixels)]
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        for arch in Architecture.all where arch.isRunnableOnHost {
-            let path = "\(dir)/aspp.\(arch.name).compiled"
-            try compileArtifact(model, arch, to: path)
-            _ = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: inputs, label: arch.name)
-        }
+        try await assertEveryArchMatchesReference(model, inputs: inputs, label: "aspp", in: dir)
     }
 
     /// Dilated convs whose taps each read inside the map for some pixels but mostly read padding
