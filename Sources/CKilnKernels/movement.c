@@ -83,13 +83,73 @@ size_t kiln_gather__scalar(size_t size, size_t outer, size_t n, size_t inner, co
     const char *xp = (const char *)x;
     char *yp = (char *)y;
     for (size_t o = 0; o < outer; o++) {
-        for (size_t j = 0; j < count; j++) {
-            int64_t i = indices[j];
-            if (i < 0) i += (int64_t)n;
-            memcpy(yp + (o * count + j) * row, xp + (o * n + (size_t)i) * row, row);
+        const char *xo = xp + o * n * row;
+        char *yo = yp + o * count * row;
+        // Rows of 4, 8 and 16 bytes (scalars, int64s, boxes) copy as fixed-size moves.
+#define KILN_GATHER_ROWS(BYTES)                                                                  \
+        for (size_t j = 0; j < count; j++) {                                                     \
+            int64_t i = indices[j];                                                              \
+            if (i < 0) i += (int64_t)n;                                                          \
+            memcpy(yo + j * (BYTES), xo + (size_t)i * (BYTES), (BYTES));                         \
         }
+        if (row == 4) { KILN_GATHER_ROWS(4) }
+        else if (row == 8) { KILN_GATHER_ROWS(8) }
+        else if (row == 16) { KILN_GATHER_ROWS(16) }
+        else { KILN_GATHER_ROWS(row) }
+#undef KILN_GATHER_ROWS
     }
     return 0;
+}
+
+size_t kiln_gather_nd__scalar(size_t slice, size_t tuples, size_t per_batch, size_t batch_stride, size_t k, const int64_t *dims,
+                              const int64_t *strides, const void *x, const void *indices, int indices32, void *y) {
+    const char *xp = (const char *)x;
+    char *yp = (char *)y;
+    const int64_t *i64 = (const int64_t *)indices;
+    const int32_t *i32 = (const int32_t *)indices;
+    for (size_t t = 0; t < tuples; t++) {
+        size_t base = (per_batch ? t / per_batch : 0) * batch_stride;
+        for (size_t j = 0; j < k; j++) {
+            int64_t i = indices32 ? (int64_t)i32[t * k + j] : i64[t * k + j];
+            if (i < 0) i += dims[j];
+            if (i < 0 || i >= dims[j]) return t * k + j + 1;
+            base += (size_t)i * (size_t)strides[j];
+        }
+        if (slice == 4) memcpy(yp + t * 4, xp + base, 4);
+        else if (slice == 8) memcpy(yp + t * 8, xp + base, 8);
+        else if (slice == 16) memcpy(yp + t * 16, xp + base, 16);
+        else memcpy(yp + t * slice, xp + base, slice);
+    }
+    return 0;
+}
+
+size_t kiln_non_zero_flat__scalar(const void *x, size_t size, uint64_t mask, size_t count, int64_t *flat) {
+    size_t found = 0;
+    // Branch-free: every position is written, the count advances only on a hit.
+#define KILN_NON_ZERO(T)                                                                         \
+    for (size_t i = 0; i < count; i++) {                                                         \
+        flat[found] = (int64_t)i;                                                                \
+        found += (((const T *)x)[i] & (T)mask) != 0;                                            \
+    }
+    switch (size) {
+    case 8: KILN_NON_ZERO(uint64_t) break;
+    case 4: KILN_NON_ZERO(uint32_t) break;
+    case 2: KILN_NON_ZERO(uint16_t) break;
+    default: KILN_NON_ZERO(uint8_t) break;
+    }
+#undef KILN_NON_ZERO
+    return found;
+}
+
+void kiln_non_zero_coords__scalar(const int64_t *flat, size_t found, size_t rank, const int64_t *shape, int64_t *y) {
+    if (rank == 1) { memcpy(y, flat, found * sizeof *y); return; }
+    for (size_t k = 0; k < found; k++) {
+        int64_t rest = flat[k];
+        for (size_t d = rank; d-- > 0;) {
+            y[d * found + k] = rest % shape[d];
+            rest /= shape[d];
+        }
+    }
 }
 
 void kiln_f32_transpose_rows__scalar(size_t rows, size_t cols, const float *x, float *y, size_t r_begin, size_t r_end) {
@@ -149,4 +209,18 @@ void kiln_f32_transpose_rows(size_t rows, size_t cols, const float *x, float *y,
     }
 #endif
     kiln_f32_transpose_rows__scalar(rows, cols, x, y, r_begin, r_end);
+}
+
+void kiln_f32_repeat_channels__scalar(size_t pixels, size_t c, size_t m, const float *x, float *y) {
+    if (m == 2) {
+        for (size_t p = 0; p < pixels; p++)
+            for (size_t k = 0; k < c; k++) y[(p * c + k) * 2] = y[(p * c + k) * 2 + 1] = x[p * c + k];
+        return;
+    }
+    for (size_t p = 0; p < pixels; p++)
+        for (size_t k = 0; k < c; k++) {
+            const float v = x[p * c + k];
+            float *d = y + (p * c + k) * m;
+            for (size_t j = 0; j < m; j++) d[j] = v;
+        }
 }

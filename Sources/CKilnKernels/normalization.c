@@ -367,36 +367,73 @@ void kiln_f32_instance_norm__scalar(size_t batch, size_t channels, size_t inner,
 }
 
 // top_k: per row of [outer, n, inner], the k largest (or smallest) values and their indices,
-// ties broken by the lower index (a stable selection).
+// ties broken by the lower index. Indices are unique, so "ranks before" is a strict total order
+// and any correct selection gives the same result as a stable full sort: the row is partitioned
+// around median-of-three pivots until its first k entries are the k best (quickselect, O(n)),
+// then only those k are sorted. NaN ranks first when largest, last when smallest.
 typedef struct { float v; int64_t i; } kiln_ranked;
 
-static int kiln_rank_desc(const void *pa, const void *pb) {
-    const kiln_ranked *a = pa, *b = pb;
-    if (a->v != b->v) {
-        if (a->v != a->v) return -1; // NaN first
-        if (b->v != b->v) return 1;
-        return a->v > b->v ? -1 : 1;
+static inline int kiln_ranks_before(int largest, kiln_ranked a, kiln_ranked b) {
+    if (a.v != b.v) {
+        if (a.v != a.v) return largest;
+        if (b.v != b.v) return !largest;
+        return largest ? a.v > b.v : a.v < b.v;
     }
-    return a->i < b->i ? -1 : (a->i > b->i);
+    return a.i < b.i;
 }
 
-static int kiln_rank_asc(const void *pa, const void *pb) {
-    const kiln_ranked *a = pa, *b = pb;
-    if (a->v != b->v) {
-        if (a->v != a->v) return 1;
-        if (b->v != b->v) return -1;
-        return a->v < b->v ? -1 : 1;
+static inline void kiln_ranked_swap(kiln_ranked *a, kiln_ranked *b) { kiln_ranked t = *a; *a = *b; *b = t; }
+
+// Partitions row[lo..hi] (inclusive) around a median-of-three pivot; returns the pivot's final place.
+static size_t kiln_rank_partition(int largest, kiln_ranked *row, size_t lo, size_t hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (kiln_ranks_before(largest, row[mid], row[lo])) kiln_ranked_swap(&row[mid], &row[lo]);
+    if (kiln_ranks_before(largest, row[hi], row[lo])) kiln_ranked_swap(&row[hi], &row[lo]);
+    if (kiln_ranks_before(largest, row[hi], row[mid])) kiln_ranked_swap(&row[hi], &row[mid]);
+    kiln_ranked_swap(&row[mid], &row[hi]);
+    kiln_ranked pivot = row[hi];
+    size_t store = lo;
+    for (size_t r = lo; r < hi; r++)
+        if (kiln_ranks_before(largest, row[r], pivot)) kiln_ranked_swap(&row[r], &row[store++]);
+    kiln_ranked_swap(&row[store], &row[hi]);
+    return store;
+}
+
+static void kiln_rank_sort(int largest, kiln_ranked *row, size_t n) {
+    while (n > 16) {
+        size_t p = kiln_rank_partition(largest, row, 0, n - 1);
+        // Recurse into the smaller side, loop on the larger: the stack stays O(log n).
+        if (p < n - 1 - p) { kiln_rank_sort(largest, row, p); row += p + 1; n -= p + 1; }
+        else { kiln_rank_sort(largest, row + p + 1, n - 1 - p); n = p; }
     }
-    return a->i < b->i ? -1 : (a->i > b->i);
+    for (size_t r = 1; r < n; r++) {
+        kiln_ranked x = row[r];
+        size_t j = r;
+        for (; j > 0 && kiln_ranks_before(largest, x, row[j - 1]); j--) row[j] = row[j - 1];
+        row[j] = x;
+    }
+}
+
+// Moves the k best entries of row[0..n) to its front (in any order).
+static void kiln_rank_select(int largest, kiln_ranked *row, size_t n, size_t k) {
+    size_t lo = 0, hi = n - 1;
+    while (k > lo && k <= hi && hi - lo > 16) {
+        size_t p = kiln_rank_partition(largest, row, lo, hi);
+        if (p == k || p + 1 == k) return;
+        if (p > k) hi = p - 1; else lo = p + 1;
+    }
+    if (k > lo && k <= hi) kiln_rank_sort(largest, row + lo, hi - lo + 1);
 }
 
 void kiln_f32_top_k__scalar(int largest, size_t outer, size_t n, size_t inner, size_t k, const float *x, float *values,
                             int64_t *indices, void *scratch) {
     kiln_ranked *row = (kiln_ranked *)scratch;
+    if (n == 0 || k == 0) return;
     for (size_t o = 0; o < outer; o++)
         for (size_t i = 0; i < inner; i++) {
             for (size_t r = 0; r < n; r++) { row[r].v = x[(o * n + r) * inner + i]; row[r].i = (int64_t)r; }
-            qsort(row, n, sizeof *row, largest ? kiln_rank_desc : kiln_rank_asc);
+            if (k < n) kiln_rank_select(largest, row, n, k);
+            kiln_rank_sort(largest, row, k);
             for (size_t r = 0; r < k; r++) {
                 values[(o * k + r) * inner + i] = row[r].v;
                 indices[(o * k + r) * inner + i] = row[r].i;

@@ -60,20 +60,3 @@ void kiln_f32_col2im__scalar(size_t channels, size_t h, size_t w, size_t kh, siz
         }
     }
 }
-
-int kiln_f32_nms_overlaps(const float *ky1, const float *kx1, const float *ky2, const float *kx2, const float *karea, size_t n,
-                          float y1, float x1, float y2, float x2, float area, float iou) {
-    // Whole blocks without branches (vectorized), one early exit per block.
-    for (size_t j0 = 0; j0 < n; j0 += 64) {
-        size_t end = j0 + 64 < n ? j0 + 64 : n;
-        int hit = 0;
-        for (size_t j = j0; j < end; j++) {
-            float ix = (kx2[j] < x2 ? kx2[j] : x2) - (kx1[j] > x1 ? kx1[j] : x1);
-            float iy = (ky2[j] < y2 ? ky2[j] : y2) - (ky1[j] > y1 ? ky1[j] : y1);
-            float inter = ix * iy, uni = area + karea[j] - inter;
-            hit |= (ix > 0.0f) & (iy > 0.0f) & (area > 0.0f) & (karea[j] > 0.0f) & (uni > 0.0f) & (inter / uni > iou);
-        }
-        if (hit) return 1;
-    }
-    return 0;
-}

@@ -86,6 +86,17 @@ void kiln_f32_arg_reduce__scalar(int largest, int select_last, size_t outer, siz
 /// Returns the first out-of-range index position + 1, or 0 when all indices are in range (negative ones wrap).
 size_t kiln_gather__scalar(size_t size, size_t outer, size_t n, size_t inner, const void *x, const int64_t *indices,
                            size_t count, void *y);
+/// gather_nd: `tuples` index tuples of k coordinates (int64, or int32 when indices32) into dims
+/// with byte strides, the tuples of batch b (per_batch each) offset by b × batch_stride bytes;
+/// copies one `slice` of bytes per tuple. Returns the first out-of-range coordinate's position + 1, or 0.
+size_t kiln_gather_nd__scalar(size_t slice, size_t tuples, size_t per_batch, size_t batch_stride, size_t k, const int64_t *dims,
+                              const int64_t *strides, const void *x, const void *indices, int indices32, void *y);
+/// non_zero: the flat positions (into `flat`, room for `count`) of the elements of `size` bytes
+/// with any bit of `mask` set; returns how many. Then their coordinates as [rank, found].
+size_t kiln_non_zero_flat__scalar(const void *x, size_t size, uint64_t mask, size_t count, int64_t *flat);
+/// Each of `pixels` rows of c channels repeated channel by channel m times: y[p, k·m + j] = x[p, k].
+void kiln_f32_repeat_channels__scalar(size_t pixels, size_t c, size_t m, const float *x, float *y);
+void kiln_non_zero_coords__scalar(const int64_t *flat, size_t found, size_t rank, const int64_t *shape, int64_t *y);
 
 
 void kiln_f32_global_average_pool__scalar(size_t channels, size_t n, const float *x, float *y);

@@ -87,8 +87,13 @@ void kiln_f32_col2im__scalar(size_t channels, size_t h, size_t w, size_t kh, siz
 /// Whether the box (y1, x1, y2, x2) of `area` has an IoU above `iou` with any of the n kept boxes
 /// (corners and areas as arrays), as non_max_suppression decides: boxes that do not intersect and
 /// boxes of zero area never suppress.
-int kiln_f32_nms_overlaps(const float *ky1, const float *kx1, const float *ky2, const float *kx2, const float *karea, size_t n,
-                          float y1, float x1, float y2, float x2, float area, float iou);
+// Non-max suppression of one class (nms.c): the candidates above the threshold (all when
+// has_threshold is 0) in descending score order, ties by index, each kept unless its IoU with a
+// box kept before it is above `iou`; writes the kept indices in that order and returns their count
+// (at most `limit`). Scratch: kiln_nms_scratch_bytes(n).
+size_t kiln_nms_scratch_bytes(size_t n);
+size_t kiln_f32_nms_class(const float *scores, size_t n, int has_threshold, float threshold, const float *y1, const float *x1,
+                          const float *y2, const float *x2, const float *area, float iou, size_t limit, int32_t *kept, void *scratch);
 
 
 #ifdef __cplusplus

@@ -3,11 +3,13 @@ import KilnReference
 
 /// Folds a multiplication or an addition by a stored scalar that follows a `conv` (or `linear`)
 /// into that op's weight and bias, repeatedly (Paddle's learnable affine blocks: `conv`, `mul` by
-/// a scale, `add` of a bias).
+/// a scale, `add` of a bias); after a `conv`, also by a stored value per output channel (shape
+/// `[C, 1, …]` or `[1, C, 1, …]`: the layer scales of FastViT, ConvNeXt-style blocks, CaiT).
 ///
 /// Before: `y = conv(x, W, b); z = add(mul(y, s), t)` — after: `z = conv(x, W·s, b·s + t)`.
 /// Only when `y` (and the product) have no other reader, the producer has no fused activation,
-/// and the scalar is a one-element float weight; the folded weight and bias are dense float32.
+/// and the scale is a float weight of one element (or one per channel); the folded weight and bias
+/// are dense float32.
 /// The results differ from the unfolded ones by float32 rounding of the scaled weights.
 public struct ScaleFolding: CompilerPass {
     /// `scale_folding`.
@@ -25,7 +27,7 @@ public struct ScaleFolding: CompilerPass {
             var removed = Set<Int>()
             var uses = UseIndex(f)
             for (i, op) in f.operations.enumerated() where ["mul", "add"].contains(op.opType) && op.inputs.count == 2 && op.outputs.count == 1 {
-                guard let (pi, scalar) = producer(of: op, f, uses, unit, removed: removed) else { continue }
+                guard let (pi, factors) = producer(of: op, f, uses, unit, removed: removed) else { continue }
                 let producer = f.operations[pi]
                 guard let w = unit.weight(producer.inputs[1]), w.dtype.isFloatingPoint, w.shape.first ?? 0 > 0,
                       op.outputs[0].type.shape == producer.outputs[0].type.shape else { continue }
@@ -39,17 +41,19 @@ public struct ScaleFolding: CompilerPass {
                 } catch {
                     throw CompileError("\(op.opType) '\(op.name)': cannot decode the weights of '\(producer.name)': \(error)")
                 }
-                guard biasValues.count == channels else { continue }
+                guard biasValues.count == channels, factors.count == 1 || factors.count == channels, weightValues.count % channels == 0 else { continue }
+                func factor(_ c: Int) -> Float { factors.count == 1 ? factors[0] : factors[c] }
+                let perChannel = weightValues.count / channels
                 var inputs = producer.inputs
                 if op.opType == "mul" {
-                    weightValues = weightValues.map { $0 * scalar }
+                    for c in 0 ..< channels { for j in 0 ..< perChannel { weightValues[c * perChannel + j] *= factor(c) } }
                     let wName = unit.freshWeightName("\(w.name).scaled")
                     unit.model.weights.append(Weight(name: wName, dtype: .float32, shape: w.shape, encoding: .dense(WeightBlob(
                         dtype: .float32, shape: w.shape, data: ByteStorage(weightValues.withUnsafeBytes { Array($0) })))))
                     inputs[1] = wName
-                    biasValues = biasValues.map { $0 * scalar }
+                    for c in 0 ..< channels { biasValues[c] *= factor(c) }
                 } else {
-                    biasValues = biasValues.map { $0 + scalar }
+                    for c in 0 ..< channels { biasValues[c] += factor(c) }
                 }
                 // A bias appears when the op adds one or scales an existing one.
                 if bias != nil || op.opType == "add" {
@@ -71,18 +75,30 @@ public struct ScaleFolding: CompilerPass {
         }
     }
 
-    /// The `conv` or `linear` producing `op`'s non-scalar input (read by `op` alone), and the scalar.
-    func producer(of op: Operation, _ f: Function, _ uses: UseIndex, _ unit: CompilationUnit, removed: Set<Int>) -> (Int, Float)? {
+    /// The `conv` or `linear` producing `op`'s other input (read by `op` alone), and the factors:
+    /// one scalar, or (after a `conv`) one per output channel.
+    func producer(of op: Operation, _ f: Function, _ uses: UseIndex, _ unit: CompilationUnit, removed: Set<Int>) -> (Int, [Float])? {
         for (k, name) in op.inputs.enumerated() {
             let other = op.inputs[1 - k]
-            guard let s = unit.weight(other), s.elementCount == 1, s.dtype.isFloatingPoint,
-                  let v = try? WeightDecoding.dense(s), let scalar = (v.scalarType == .float32 ? v.scalars(as: Float.self).first : nil),
-                  scalar.isFinite, let pi = uses.producer[name], !removed.contains(pi), uses.isPrivate(name) else { continue }
+            guard let s = unit.weight(other), s.dtype.isFloatingPoint, s.elementCount <= 1 << 16, let v = try? WeightDecoding.dense(s), v.scalarType == .float32,
+                  let pi = uses.producer[name], !removed.contains(pi), uses.isPrivate(name) else { continue }
             let p = f.operations[pi]
             guard ["conv", "linear"].contains(p.opType), p.inputs.count >= 2, p.outputs.count == 1,
-                  unit.config(of: p, in: f.name).activation == nil, unit.weight(p.inputs[1]) != nil else { continue }
-            return (pi, scalar)
+                  unit.config(of: p, in: f.name).activation == nil, let w = unit.weight(p.inputs[1]) else { continue }
+            let factors = v.scalars(as: Float.self)
+            guard factors.allSatisfy(\.isFinite) else { continue }
+            if factors.count == 1 { return (pi, factors) }
+            guard p.opType == "conv", Self.perChannel(s.shape, channels: w.shape.first ?? 0, rank: p.outputs[0].type.rank) else { continue }
+            return (pi, factors)
         }
         return nil
+    }
+
+    /// Whether a constant of `shape` broadcasts against a channels-first output of `rank` as one
+    /// value per channel: `[C, 1, …]` or `[1, C, 1, …]` (leading ones dropped), C the channel count.
+    static func perChannel(_ shape: [Int], channels: Int, rank: Int) -> Bool {
+        guard channels > 1, rank >= 2, shape.count <= rank else { return false }
+        let padded = [Int](repeating: 1, count: rank - shape.count) + shape
+        return padded[1] == channels && padded.enumerated().allSatisfy { $0.offset == 1 || $0.element == 1 }
     }
 }

@@ -89,9 +89,12 @@ struct DepthwiseNHWCStep: StepKernel, @unchecked Sendable {
 
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
         let (kh, kw, channels) = (weight.shape[0], weight.shape[1], weight.shape[2])
-        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, x.shape[3] == channels else {
-            throw OpError("needs a float32 NHWC input with \(channels) channels")
+        // A channel multiplier m (groups = input channels, m filters each): output channel k·m + j
+        // reads input channel k, so each image's channels are repeated m times first.
+        guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, x.shape[3] > 0, channels % x.shape[3] == 0 else {
+            throw OpError("needs a float32 NHWC input whose channels divide \(channels)")
         }
+        let multiplier = channels / x.shape[3]
         let (batch, h, w) = (x.shape[0], x.shape[1], x.shape[2])
         let bias = inputs.count > 2 ? inputs[2] : nil
         if let bias { guard bias.count == channels, bias.dtype == .float32 else { throw OpError("bias \(bias.shape) does not fit \(channels) channels") } }
@@ -110,12 +113,25 @@ struct DepthwiseNHWCStep: StepKernel, @unchecked Sendable {
         let kernel = id.isa == .avx512 && channels % 16 >= 8 ? VectorConfig(.avx2).dwconv2dNHWC : self.kernel
         let (y, weight, base, threads) = (outputs[0], weight, epilogue, context.threads)
         let work = rowParts.flatMap { r in channelParts.map { (r, $0) } }
+        let inChannels = x.shape[3], pixelParts = splitRanges(h * w, parts: multiplier > 1 && h * w * channels >= 1 << 15 ? threads : 1)
+        if multiplier > 1 { context.scratch(h * w * channels * 4) }
+        let scratchSlot = context.scratchSlot
         return BoundStep { slots in
             let px = x.floats(slots), py = y.floats(slots), pw = weight.unsafeBase.assumingMemoryBound(to: Float.self)
             var e = base
             e.bias = bias.map { UnsafePointer($0.floats(slots)) }
             for image in 0 ..< batch {
-                let xi = px + image * h * w * channels, yi = py + image * oh * ow * channels
+                var xi = UnsafePointer(px + image * h * w * inChannels)
+                let yi = py + image * oh * ow * channels
+                if multiplier > 1 {
+                    let repeated = slots[scratchSlot].assumingMemoryBound(to: Float.self), source = xi
+                    parallelFor(pixelParts.count, threads: threads) { i in
+                        let r = pixelParts[i]
+                        kiln_f32_repeat_channels__scalar(r.count, inChannels, multiplier, source + r.lowerBound * inChannels,
+                                                         repeated + r.lowerBound * channels)
+                    }
+                    xi = UnsafePointer(repeated)
+                }
                 parallelFor(work.count, threads: threads) { i in
                     let (r, cr) = work[i]
                     var part = e

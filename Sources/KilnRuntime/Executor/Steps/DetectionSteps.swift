@@ -27,10 +27,9 @@ struct NonMaxSuppressionStep: StepKernel {
                        iou: Float, scoreThreshold: Float?, centerPoint: Bool) -> [Int64] {
         var selected: [Int64] = []
         var y1 = [Float](repeating: 0, count: count), x1 = y1, y2 = y1, x2 = y1, area = y1
-        var order: [Int32] = [], kept: [Int32] = []
-        // The kept boxes' corners and areas (y1, x1, y2, x2, area), each contiguous for the overlap kernel.
-        var keptBoxes = [[Float]](repeating: [], count: 5)
-        order.reserveCapacity(count)
+        var kept = [Int32](repeating: 0, count: count)
+        let scratch = UnsafeMutableRawPointer.allocate(byteCount: kiln_nms_scratch_bytes(count), alignment: 64)
+        defer { scratch.deallocate() }
         for b in 0 ..< batches {
             for i in 0 ..< count {
                 let p = boxes + (b * count + i) * 4
@@ -42,41 +41,10 @@ struct NonMaxSuppressionStep: StepKernel {
                 }
                 area[i] = (x2[i] - x1[i]) * (y2[i] - y1[i])
             }
-            var widest: Float = 0
-            for i in 0 ..< count where x2[i] - x1[i] > widest { widest = x2[i] - x1[i] }
             for k in 0 ..< classes where limit > 0 {
-                let s = scores + (b * classes + k) * count
-                order.removeAll(keepingCapacity: true)
-                for i in 0 ..< count where scoreThreshold.map({ s[i] > $0 }) ?? true { order.append(Int32(i)) }
-                order.sort { s[Int($0)] > s[Int($1)] || (s[Int($0)] == s[Int($1)] && $0 < $1) }
-                kept.removeAll(keepingCapacity: true)
-                for list in 0 ..< 5 { keptBoxes[list].removeAll(keepingCapacity: true) }
-                for c in order {
-                    let i = Int(c)
-                    // Only kept boxes whose x1 lies in (x1 − widest, x2) can intersect box i; the
-                    // kept boxes are sorted by x1, so they are one contiguous range. The margin
-                    // covers rounding in x2 − x1: boxes outside it cannot suppress.
-                    let reach = widest + (abs(x1[i]) + widest) * 1e-5
-                    let lo = Self.firstIndex(keptBoxes[1], above: x1[i] - reach), hi = Self.firstIndex(keptBoxes[1], above: x2[i])
-                    let overlaps = hi <= lo ? 0 : keptBoxes[0].withUnsafeBufferPointer { ky1 in keptBoxes[1].withUnsafeBufferPointer { kx1 in
-                        keptBoxes[2].withUnsafeBufferPointer { ky2 in keptBoxes[3].withUnsafeBufferPointer { kx2 in
-                            keptBoxes[4].withUnsafeBufferPointer { ka in
-                                kiln_f32_nms_overlaps(ky1.baseAddress! + lo, kx1.baseAddress! + lo, ky2.baseAddress! + lo, kx2.baseAddress! + lo,
-                                                      ka.baseAddress! + lo, hi - lo, y1[i], x1[i], y2[i], x2[i], area[i], iou)
-                            }
-                        } }
-                    } }
-                    guard overlaps == 0 else { continue }
-                    kept.append(c)
-                    // A box with a NaN corner intersects nothing; it stays out of the sorted lists.
-                    let corners = [y1[i], x1[i], y2[i], x2[i], area[i]]
-                    if !corners.contains(where: \.isNaN) {
-                        let at = Self.firstIndex(keptBoxes[1], above: x1[i])
-                        for (list, v) in corners.enumerated() { keptBoxes[list].insert(v, at: at) }
-                    }
-                    if kept.count >= limit { break }
-                }
-                for i in kept { selected += [Int64(b), Int64(k), Int64(i)] }
+                let found = kiln_f32_nms_class(scores + (b * classes + k) * count, count, scoreThreshold == nil ? 0 : 1, scoreThreshold ?? 0,
+                                               y1, x1, y2, x2, area, iou, limit, &kept, scratch)
+                for i in kept[..<found] { selected.append(Int64(b)); selected.append(Int64(k)); selected.append(Int64(i)) }
             }
         }
         return selected
@@ -86,6 +54,7 @@ struct NonMaxSuppressionStep: StepKernel {
         guard boxes.count == 3, boxes[2] == 4, scores.count == 3, scores[0] == boxes[0], scores[2] == boxes[1] else {
             throw OpError("non_max_suppression needs boxes [B, S, 4] and scores [B, K, S], got \(boxes) and \(scores)")
         }
+        guard boxes[1] <= Int(Int32.max) else { throw OpError("non_max_suppression of \(boxes[1]) boxes: at most \(Int32.max) per batch") }
         return (boxes[0], scores[1], boxes[1])
     }
 
@@ -97,16 +66,6 @@ struct NonMaxSuppressionStep: StepKernel {
         case .float32: return Double(p.load(as: Float.self))
         default: throw OpError("a \(dtype.rawValue) parameter has no kernel")
         }
-    }
-
-    /// The first index of sorted `values` whose value is above `bound` (binary search).
-    private static func firstIndex(_ values: [Float], above bound: Float) -> Int {
-        var (lo, hi) = (0, values.count)
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if values[mid] > bound { hi = mid } else { lo = mid + 1 }
-        }
-        return lo
     }
 
     /// Selects with the limit and thresholds read from their operands (absent: no boxes, 0, no

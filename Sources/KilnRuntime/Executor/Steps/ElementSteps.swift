@@ -1,3 +1,4 @@
+@preconcurrency import CKilnKernels
 import Foundation
 import KilnCompiler
 import KilnFormat
@@ -209,28 +210,13 @@ struct NonZeroStep: StepKernel {
 
     func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { nil }
 
-    /// The flat indices of the nonzero elements (floats: nonzero unless every bit but the sign is clear).
-    static func hits(_ p: UnsafeRawPointer, _ dtype: DataType, count: Int) -> [Int] {
-        var out: [Int] = []
+    /// The bits that make an element nonzero (floats: any but the sign).
+    static func mask(_ dtype: DataType) -> UInt64 {
         switch (dtype.bitWidth, dtype.isFloatingPoint) {
-        case (64, _): for i in 0 ..< count where p.load(fromByteOffset: i * 8, as: UInt64.self) & (dtype.isFloatingPoint ? ~(1 << 63) : ~0) != 0 { out.append(i) }
-        case (32, true): for i in 0 ..< count where p.load(fromByteOffset: i * 4, as: UInt32.self) & 0x7fff_ffff != 0 { out.append(i) }
-        case (32, false): for i in 0 ..< count where p.load(fromByteOffset: i * 4, as: UInt32.self) != 0 { out.append(i) }
-        case (16, _): for i in 0 ..< count where p.load(fromByteOffset: i * 2, as: UInt16.self) & (dtype.isFloatingPoint ? 0x7fff : 0xffff) != 0 { out.append(i) }
-        default: for i in 0 ..< count where p.load(fromByteOffset: i, as: UInt8.self) != 0 { out.append(i) }
-        }
-        return out
-    }
-
-    /// Writes the coordinates of `hits` in a tensor of `shape` to `y` ([rank, hits]).
-    static func write(_ hits: [Int], shape: [Int], to y: UnsafeMutablePointer<Int64>) {
-        let n = hits.count
-        for (k, flat) in hits.enumerated() {
-            var rest = flat
-            for d in stride(from: shape.count - 1, through: 0, by: -1) {
-                y[d * n + k] = Int64(rest % shape[d])
-                rest /= shape[d]
-            }
+        case (64, true): return ~(1 << 63)
+        case (32, true): return 0x7fff_ffff
+        case (16, true): return 0x7fff
+        default: return ~0
         }
     }
 
@@ -238,19 +224,25 @@ struct NonZeroStep: StepKernel {
         guard let x = inputs.first ?? nil, !x.dtype.isSubByte, outputs.count == 1, outputs[0].dtype == .int64 else { throw OpError("needs one input") }
         let rank = x.shape.count, y = outputs[0], total = x.count
         guard rank > 0, y.shape.count == 2, y.shape[0] == rank else { throw OpError("the plan's output \(y.shape) does not fit rank \(rank)") }
-        let planned = y.shape[1]
+        let planned = y.shape[1], size = x.dtype.bitWidth / 8, mask = Self.mask(x.dtype), shape = x.shape.map { Int64($0) }
+        context.scratch(max(total, 1) * 8)
+        let scratchSlot = context.scratchSlot
         return BoundStep { slots in
-            let found = NonZeroStep.hits(UnsafeRawPointer(x.pointer(slots)), x.dtype, count: total)
-            guard found.count == planned else { throw PlanMismatch(reason: "found \(found.count) nonzero elements where the plan has \(planned)") }
-            NonZeroStep.write(found, shape: x.shape, to: y.pointer(slots).assumingMemoryBound(to: Int64.self))
+            let flat = slots[scratchSlot].assumingMemoryBound(to: Int64.self)
+            let found = kiln_non_zero_flat__scalar(x.pointer(slots), size, mask, total, flat)
+            guard found == planned else { throw PlanMismatch(reason: "found \(found) nonzero elements where the plan has \(planned)") }
+            kiln_non_zero_coords__scalar(flat, found, rank, shape, y.pointer(slots).assumingMemoryBound(to: Int64.self))
         }
     }
 
     func evaluate(_ inputs: [NDArray?]) throws -> [NDArray]? {
         guard let x = inputs.first??.contiguous(), x.rank > 0, !x.scalarType.isSubByte else { return nil }
-        let found = withExtendedLifetime(x) { NonZeroStep.hits(UnsafeRawPointer(x.unsafeBase), x.scalarType, count: x.elementCount) }
-        let y = NDArray(uninitializedShape: [x.rank, found.count], scalarType: .int64)
-        NonZeroStep.write(found, shape: x.shape, to: y.unsafeBase.assumingMemoryBound(to: Int64.self))
+        var flat = [Int64](repeating: 0, count: max(x.elementCount, 1))
+        let found = withExtendedLifetime(x) {
+            kiln_non_zero_flat__scalar(x.unsafeBase, x.scalarType.bitWidth / 8, Self.mask(x.scalarType), x.elementCount, &flat)
+        }
+        let y = NDArray(uninitializedShape: [x.rank, found], scalarType: .int64)
+        kiln_non_zero_coords__scalar(flat, found, x.rank, x.shape.map { Int64($0) }, y.unsafeBase.assumingMemoryBound(to: Int64.self))
         return [y]
     }
 }

@@ -23,20 +23,14 @@ struct GatherNDStep: StepKernel {
         let slice = x.shape[(b + k)...].reduce(1, *) * size
         let tuples = idx.count / max(k, 1), batchCount = x.shape[..<b].reduce(1, *)
         let perBatch = tuples / max(batchCount, 1)
-        let dims = Array(x.shape[b ..< b + k]), dimStrides = Array(strides[b ..< b + k]), batchStride = b > 0 ? strides[b - 1] : 0
-        let y = outputs[0]
+        let dims = x.shape[b ..< b + k].map { Int64($0) }, dimStrides = strides[b ..< b + k].map { Int64($0) }
+        let batchStride = b > 0 ? strides[b - 1] : 0, y = outputs[0], indices32: Int32 = idx.dtype == .int32 ? 1 : 0
         guard y.byteCount == tuples * slice else { throw OpError("output \(y.shape) does not fit") }
         return BoundStep { slots in
-            let px = x.pointer(slots), pi = idx.pointer(slots), py = y.pointer(slots)
-            for t in 0 ..< tuples {
-                var base = t / max(perBatch, 1) * batchStride
-                for j in 0 ..< k {
-                    var i = index(idx, pi, t * k + j)
-                    if i < 0 { i += dims[j] }
-                    guard i >= 0, i < dims[j] else { throw OpError("gather_nd index \(index(idx, pi, t * k + j)) is out of range for a dim of \(dims[j])") }
-                    base += i * dimStrides[j]
-                }
-                (py + t * slice).copyMemory(from: px + base, byteCount: slice)
+            let pi = idx.pointer(slots)
+            let bad = kiln_gather_nd__scalar(slice, tuples, perBatch, batchStride, k, dims, dimStrides, x.pointer(slots), pi, indices32, y.pointer(slots))
+            guard bad == 0 else {
+                throw OpError("gather_nd index \(index(idx, pi, bad - 1)) is out of range for a dim of \(dims[(bad - 1) % max(k, 1)])")
             }
         }
     }
