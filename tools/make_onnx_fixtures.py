@@ -37,7 +37,7 @@ def tensor_json(a):
             "shape": list(a.shape), "data": [bool(v) if a.dtype == np.bool_ else number(v) for v in a.reshape(-1).tolist()]}
 
 
-def save(name, model, feeds=None, check=True, exact=False):
+def save(name, model, feeds=None, check=True, exact=False, one_thread=False):
     model.ir_version = min(model.ir_version or 10, 10)
     if check:
         onnx.checker.check_model(model)
@@ -51,6 +51,10 @@ def save(name, model, feeds=None, check=True, exact=False):
         options = ort.SessionOptions()
         if exact:
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        # one_thread: onnxruntime's result depends on its thread count (its quantized LSTM splits
+        # the batch across threads and quantizes each part's hidden states on their own).
+        if one_thread:
+            options.intra_op_num_threads = 1
         sess = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         results = sess.run(None, feeds)
         cases.append({"name": name, "inputs": {k: tensor_json(v) for k, v in feeds.items()},
@@ -526,6 +530,70 @@ squeeze_all = model([helper.make_node("Squeeze", ["x"], ["s"]), helper.make_node
                     [vi("x", TensorProto.FLOAT, ["n", 1, 4])], [vi("y", TensorProto.FLOAT, ["n", 3])],
                     [numpy_helper.from_array(f32(4, 3), "w")], opset=17)
 save("squeeze_no_axes_runtime_dim", squeeze_all, {"x": f32(2, 1, 4)})
+
+# onnxruntime's LSTM over 8-bit weights (what quantize_dynamic writes for LSTM): a forward layer
+# with uint8 weights, per-tensor scales and zero points, then a bidirectional one with int8
+# weights, per-column scales, biases, peepholes and initial states. W and R are [dirs, k, 4h].
+def lstm_q(w, signed, per_column):
+    axis = 0 if per_column else None
+    if signed:
+        scale = (np.abs(w).max(axis=axis, keepdims=True) / 127).astype(np.float32)
+        zero = np.zeros_like(scale, dtype=np.int8)
+        q = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
+    else:
+        lo, hi = w.min(axis=axis, keepdims=True), w.max(axis=axis, keepdims=True)
+        scale = ((hi - lo) / 255).astype(np.float32)
+        zero = np.clip(np.round(-lo / scale), 0, 255).astype(np.uint8)
+        q = np.clip(np.round(w / scale) + zero, 0, 255).astype(np.uint8)
+    return q[None], scale.reshape(1, -1) if per_column else scale.reshape(1), zero.reshape(1, -1) if per_column else zero.reshape(1)
+seq_len, in_size, hq = 6, 10, 8
+w1, s1, z1 = lstm_q(f32(in_size, 4 * hq), False, False)
+r1, rs1, rz1 = lstm_q(f32(hq, 4 * hq), False, False)
+pairs = [lstm_q(f32(k, 4 * hq), True, True) for k in (hq, hq, hq, hq)]
+w2, s2, z2 = (np.concatenate([pairs[0][i], pairs[1][i]]) for i in range(3))
+r2, rs2, rz2 = (np.concatenate([pairs[2][i], pairs[3][i]]) for i in range(3))
+inits = {"w1": w1, "r1": r1, "w1_s": s1, "w1_z": z1, "r1_s": rs1, "r1_z": rz1, "axis1": np.array([1], dtype=np.int64),
+         "w2": w2, "r2": r2, "w2_s": s2, "w2_z": z2, "r2_s": rs2, "r2_z": rz2, "b2": f32(2, 8 * hq), "p2": f32(2, 3 * hq)}
+qlstm = model(
+    [helper.make_node("DynamicQuantizeLSTM", ["x", "w1", "r1", "", "", "", "", "", "w1_s", "w1_z", "r1_s", "r1_z"], ["y1"], domain=ms,
+                      hidden_size=hq),
+     helper.make_node("Squeeze", ["y1", "axis1"], ["s1"]),
+     helper.make_node("DynamicQuantizeLSTM", ["s1", "w2", "r2", "b2", "", "h0", "c0", "p2", "w2_s", "w2_z", "r2_s", "r2_z"],
+                      ["y", "y_h", "y_c"], domain=ms, hidden_size=hq, direction="bidirectional")],
+    [vi("x", TensorProto.FLOAT, [seq_len, "batch", in_size]), vi("h0", TensorProto.FLOAT, [2, "batch", hq]),
+     vi("c0", TensorProto.FLOAT, [2, "batch", hq])],
+    [vi("y", TensorProto.FLOAT, [seq_len, 2, "batch", hq]), vi("y_h", TensorProto.FLOAT, [2, "batch", hq]),
+     vi("y_c", TensorProto.FLOAT, [2, "batch", hq])],
+    [numpy_helper.from_array(v, k) for k, v in inits.items()], opset=17)
+qlstm.opset_import.append(helper.make_opsetid(ms, 1))
+save("dynamic_quantize_lstm", qlstm, {"x": f32(seq_len, 2, in_size) * 2, "h0": f32(2, 2, hq), "c0": f32(2, 2, hq)}, check=False,
+     one_thread=True)
+
+# Dynamically quantized convolution and matmul as onnxruntime's quantize_dynamic writes them:
+# DynamicQuantizeLinear, ConvInteger (uint8 weight with a zero point) plus an int32 bias reshaped
+# per channel, Cast, Mul by the scales; MatMulInteger with an int8 weight and per-column zero points.
+wc = rng.integers(0, 256, size=(6, 3, 3, 3), dtype=np.uint8)
+wm = rng.integers(-128, 128, size=(6 * 5 * 5, 7), dtype=np.int8)
+iq = model(
+    [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+     helper.make_node("ConvInteger", ["xq", "wc", "xz", "wcz"], ["ci"], pads=[1, 1, 1, 1], strides=[2, 2]),
+     helper.make_node("Reshape", ["bc", "bshape"], ["bcr"]),
+     helper.make_node("Add", ["ci", "bcr"], ["cib"]),
+     helper.make_node("Cast", ["cib"], ["cf"], to=TensorProto.FLOAT),
+     helper.make_node("Mul", ["xs", "wcs"], ["cs"]), helper.make_node("Mul", ["cf", "cs"], ["c"]),
+     helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Flatten", ["r"], ["fl"]),
+     helper.make_node("DynamicQuantizeLinear", ["fl"], ["fq", "fs", "fz"]),
+     helper.make_node("MatMulInteger", ["fq", "wm", "fz", "wmz"], ["mi"]),
+     helper.make_node("Cast", ["mi"], ["mf"], to=TensorProto.FLOAT),
+     helper.make_node("Mul", ["fs", "wms"], ["ms"]), helper.make_node("Mul", ["mf", "ms"], ["y"])],
+    [vi("x", TensorProto.FLOAT, ["n", 3, 10, 10])], [vi("y", TensorProto.FLOAT, ["n", 7])],
+    [numpy_helper.from_array(wc, "wc"), numpy_helper.from_array(np.array(131, dtype=np.uint8), "wcz"),
+     numpy_helper.from_array(rng.integers(-2000, 2000, size=6).astype(np.int32), "bc"),
+     numpy_helper.from_array(np.array([6, 1, 1], dtype=np.int64), "bshape"),
+     numpy_helper.from_array(np.array(0.01, dtype=np.float32), "wcs"), numpy_helper.from_array(wm, "wm"),
+     numpy_helper.from_array(rng.integers(-3, 4, size=7).astype(np.int8), "wmz"),
+     numpy_helper.from_array(np.array(0.02, dtype=np.float32), "wms")], opset=17)
+save("integer_conv_matmul", iq, {"x": f32(2, 3, 10, 10)})
 
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))

@@ -2,7 +2,84 @@
 // candidate and output). The matrix products come from the GEMM; these fuse the rest.
 #include "kiln_kernels.h"
 
+#include <math.h>
+
 #include "kiln_math.h"
+
+// Dynamic uint8 quantization, written so the compiler vectorizes it for any target (no libm
+// calls in the loops): the range in eight running lanes, and rounding by the 1.5 · 2^23 trick.
+
+// The range of x widened to hold 0; NaN is skipped.
+static inline void kiln_quant_range(size_t n, const float *x, float *lo_out, float *hi_out) {
+    float lo[8] = {0}, hi[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int j = 0; j < 8; j++) {
+            const float v = x[i + j];
+            lo[j] = v < lo[j] ? v : lo[j];
+            hi[j] = v > hi[j] ? v : hi[j];
+        }
+    }
+    for (; i < n; i++) {
+        lo[0] = x[i] < lo[0] ? x[i] : lo[0];
+        hi[0] = x[i] > hi[0] ? x[i] : hi[0];
+    }
+    float l = 0.0f, h = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        l = lo[j] < l ? lo[j] : l;
+        h = hi[j] > h ? hi[j] : h;
+    }
+    *lo_out = l;
+    *hi_out = h;
+}
+
+// clamp(round(x / s) + z, 0, 255), rounding half to even; NaN gives 0. x / s is a division, not a
+// multiplication by the reciprocal: its rounding is the contract. It is limited to ±512 first
+// (the result is clamped to [0, 255] anyway, z ≤ 255), where adding and taking away 1.5 · 2^23
+// rounds it exactly.
+static inline float kiln_quantize_one(float x, float s, float z) {
+    float t = x / s;
+    t = t > -512.0f ? t : -512.0f;
+    t = t < 512.0f ? t : 512.0f;
+    t = (t + 12582912.0f) - 12582912.0f;
+    t += z;
+    t = t > 0.0f ? t : 0.0f;
+    return t < 255.0f ? t : 255.0f;
+}
+
+float kiln_f32_quantize_u8_centered__scalar(size_t n, const float *x, float *out) {
+    float lo, hi;
+    kiln_quant_range(n, x, &lo, &hi);
+    const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+    const float zero = nearbyintf(fmaxf(0.0f, fminf(255.0f, 0.0f - lo / scale)));
+    for (size_t i = 0; i < n; i++) out[i] = kiln_quantize_one(x[i], scale, zero) - zero;
+    return scale;
+}
+
+void kiln_f32_dynamic_quantize_u8__scalar(size_t n, const float *x, uint8_t *y, float *scale, uint8_t *zero) {
+    float lo, hi;
+    kiln_quant_range(n, x, &lo, &hi);
+    const float s = (hi - lo) / 255.0f;
+    const float z = s == 0.0f ? 0.0f : nearbyintf(fmaxf(0.0f, fminf(255.0f, 0.0f - lo / s)));
+    *scale = s;
+    *zero = (uint8_t)z;
+    if (s == 0.0f) {
+        for (size_t i = 0; i < n; i++) y[i] = 0;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) y[i] = (uint8_t)kiln_quantize_one(x[i], s, z);
+}
+
+void kiln_f32_scale_columns__scalar(size_t m, size_t n, float *c, float s, const float *scale, const float *bias) {
+    for (size_t i = 0; i < m; i++) {
+        float *row = c + i * n;
+        if (bias) {
+            for (size_t j = 0; j < n; j++) row[j] = row[j] * (s * scale[j]) + bias[j];
+        } else {
+            for (size_t j = 0; j < n; j++) row[j] *= s * scale[j];
+        }
+    }
+}
 
 static inline __attribute__((always_inline)) float kiln_tanh_exact(float x) { return kiln_tanh(x); }
 

@@ -6,6 +6,7 @@ public enum Compiler {
     public static let passes: [String: any CompilerPass] = [
         DeadCodeElimination.name: DeadCodeElimination(),
         ConstantFolding.name: ConstantFolding(),
+        IntegerLowering.name: IntegerLowering(),
         GemmCanonicalization.name: GemmCanonicalization(),
         GeluFusion.name: GeluFusion(),
         HardSwishFusion.name: HardSwishFusion(),
@@ -22,12 +23,13 @@ public enum Compiler {
         Lowering.name: Lowering(),
     ]
 
-    /// The default pipeline: clean up, fold, make every `gemm` a `linear` or `matmul`, recognize GELU, hard swish and attention, fold batch norms and scalar scales into convolutions, run 1-D convolutions as
+    /// The default pipeline: clean up, fold, run integer convolutions and matmuls on the float32
+    /// kernels, make every `gemm` a `linear` or `matmul`, recognize GELU, hard swish and attention, fold batch norms and scalar scales into convolutions, run 1-D convolutions as
     /// 2-D ones, drop window taps that read only padding, fuse epilogues, merge
     /// projections of one input, choose the layout, fold pads, fuse residuals and the activations
     /// the layout made adjacent, lower.
     public static let defaultPipeline = [
-        DeadCodeElimination.name, ConstantFolding.name, GemmCanonicalization.name, GeluFusion.name, HardSwishFusion.name, AttentionFusion.name, BatchNormFolding.name, ScaleFolding.name, SpatialLifting.name, DeadTapPruning.name,
+        DeadCodeElimination.name, ConstantFolding.name, IntegerLowering.name, GemmCanonicalization.name, GeluFusion.name, HardSwishFusion.name, AttentionFusion.name, BatchNormFolding.name, ScaleFolding.name, SpatialLifting.name, DeadTapPruning.name,
         EpilogueFusion.name, ProjectionFusion.name, ChannelsLastLayout.name, PadFolding.name, ResidualFusion.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
     ]
 

@@ -1,8 +1,8 @@
 import KilnFormat
 
 /// onnxruntime's own operators (domain `com.microsoft`) that its optimizers and quantizers write
-/// into models people ship, converted into Kiln ops: 4-bit and 8-bit weight matmuls, the GELU
-/// family, skip layer norms, fused matmul. (`SimplifiedLayerNormalization`, which onnxruntime
+/// into models people ship, converted into Kiln ops: 4-bit and 8-bit weight matmuls, the LSTM over
+/// 8-bit weights, the GELU family, skip layer norms, fused matmul. (`SimplifiedLayerNormalization`, which onnxruntime
 /// registers in the ai.onnx domain, is RMS normalization.)
 extension NodeConverter {
     /// The com.microsoft operators Kiln converts: the keys of `contribHandlers`.
@@ -12,7 +12,7 @@ extension NodeConverter {
     static let contribHandlers: [String: Handler] = [
         "Gelu": gelu, "FastGelu": biasedGelu, "BiasGelu": biasedGelu, "QuickGelu": quickGelu, "BiasAdd": biasAdd,
         "SkipLayerNormalization": skipNormalization, "SkipSimplifiedLayerNormalization": skipNormalization,
-        "FusedMatMul": fusedMatMul, "MatMulNBits": matMulNBits,
+        "FusedMatMul": fusedMatMul, "MatMulNBits": matMulNBits, "DynamicQuantizeLSTM": dynamicQuantizeLSTM,
     ]
 
     /// How errors name a com.microsoft node.
@@ -60,6 +60,16 @@ extension NodeConverter {
         try emit(node, "mul", [x, try scalar(alpha, like: t.dtype, node)], [:], outputs: [scaled])
         try emit(node, "sigmoid", [scaled], [:], outputs: [gate])
         try emit(node, "mul", [x, gate], [:], outputs: [node.outputs[0]])
+    }
+
+    /// DynamicQuantizeLSTM: `dynamic_quantize_lstm`, one to one, every output named.
+    /// - Parameter node: A `DynamicQuantizeLSTM` node.
+    /// - Throws: `ConvertError` when the op refuses the node.
+    func dynamicQuantizeLSTM(_ node: ONNXNode) throws {
+        let attrs = try attributes(node, only: NodeConverter.recurrentAttributeNames.subtracting(["layout", "linear_before_reset"]))
+        var outputs = node.outputs
+        while outputs.count < 3 { outputs.append("") }
+        try emit(node, "dynamic_quantize_lstm", node.inputs, attrs, outputs: outputs)
     }
 
     /// BiasAdd: x + bias + skip.

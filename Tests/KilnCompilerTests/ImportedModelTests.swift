@@ -114,6 +114,29 @@ final class ImportedModelTests: XCTestCase {
         XCTAssertEqual(model.functions[0].operations.filter { $0.opType == "linear" }.count, 2)
     }
 
+    func testDynamicallyQuantizedLSTMs() async throws {
+        // onnxruntime's DynamicQuantizeLSTM (uint8 per-tensor, then int8 per-column bidirectional
+        // with biases, peepholes and initial states): its inputs and hidden states quantized per
+        // product as onnxruntime does; the compiled plan runs both on the recurrent kernel.
+        let model = try await checkImported("dynamic_quantize_lstm")
+        XCTAssertEqual(model.functions[0].operations.filter { $0.opType == "dynamic_quantize_lstm" }.count, 2)
+        let (_, inputs, _) = try importedFixture("dynamic_quantize_lstm")
+        try await assertCompilesWithoutReference(model, inputs, "dynamic_quantize_lstm")
+    }
+
+    func testDynamicallyQuantizedConvolutionAndMatmul() async throws {
+        // DynamicQuantizeLinear, ConvInteger (uint8 weight, zero point, an int32 bias added before
+        // the cast) and MatMulInteger (per-column zero points): the compiled plan runs the float32
+        // convolution and GEMM kernels on centered integers, exactly, with no reference step.
+        let model = try await checkImported("integer_conv_matmul")
+        let (_, inputs, _) = try importedFixture("integer_conv_matmul")
+        try await assertCompilesWithoutReference(model, inputs, "integer_conv_matmul")
+        let (_, plan) = try Compiler.compile(model, options: Compiler.Options(arch: try XCTUnwrap(Architecture.host)),
+                                             sourceDigest: [UInt8](repeating: 0, count: 32))
+        let ops = plan.model.functions[0].operations.map(\.opType)
+        XCTAssertFalse(ops.contains("conv_integer") || ops.contains("matmul_integer"), "\(ops)")
+    }
+
     func testSqueezeWithoutAxesKeepsRunTimeDimsChecked() async throws {
         let model = try await checkImported("squeeze_no_axes_runtime_dim")
         XCTAssertEqual(model.functions[0].outputs[0].type.description, "float32[n, 3]")

@@ -196,6 +196,30 @@ def float64_outputs(onnx_path, inputs):
     return ReferenceEvaluator(m).run(None, feeds)
 
 
+# A model that quantizes its activations at run time (DynamicQuantizeLinear, a dynamically quantized
+# LSTM) turns a last-bit difference into a whole quantization step, so two correct float32
+# implementations part by far more than TOLERANCE (OpenVINO does too), and the float64 evaluation
+# either lacks its ops or quantizes differently. For a mismatch the float64 check does not settle,
+# onnxruntime is run again on inputs changed by one ulp (SENSITIVITY_DRAWS seeded draws of ±1 ulp
+# per element): Kiln passes when it is no farther from onnxruntime than onnxruntime's own largest
+# move. Its accuracy is then the model's conditioning, not the kernels'.
+SENSITIVITY_DRAWS = 4
+
+
+def sensitivity(session, inputs, refs):
+    """onnxruntime's largest relative output change over SENSITIVITY_DRAWS one-ulp perturbations of the float inputs."""
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    if not any(v.dtype == np.float32 for v in inputs.values()):
+        return worst
+    for _ in range(SENSITIVITY_DRAWS):
+        feeds = {k: (v * (1 + rng.choice([-1.0, 1.0], size=v.shape) * 2.0**-23)).astype(np.float32) if v.dtype == np.float32 else v
+                 for k, v in inputs.items()}
+        moved = session.run(None, feeds)
+        worst = max([worst] + [rel_error(m, r)[0] for m, r in zip(moved, refs)])
+    return worst
+
+
 def float64_check(onnx_path, inputs, outputs, names, refs):
     """(Kiln's, onnxruntime's) largest distance from the float64 outputs, or None when they cannot be computed."""
     try:
@@ -412,6 +436,10 @@ def measure(meta, model_dir, args):
                 row["float64RelError"], row["ortFloat64RelError"] = check
                 if check[0] <= max(TOLERANCE, FLOAT64_FACTOR * check[1]):
                     row["status"] = "ok (float32 rounding)"
+            if row["status"] == "mismatch":
+                row["ortSensitivity"] = sensitivity(session, inputs, refs)
+                if err <= row["ortSensitivity"]:
+                    row["status"] = "ok (ill-conditioned)"
         row["profile"] = profile(args.kiln, artifact, extra, args.threads, op_types)
     except Failed as f:
         row.update(status=f"{f.stage} error" if "killed by" not in f.text else f"{f.stage} crash", error=f.text)
@@ -544,6 +572,8 @@ def write_report(rows, info, args, seconds, partial):
         err_text = "—" if err is None else ("inf" if not math.isfinite(err) else f"{err:.1e}")
         if r.get("float64RelError") is not None:
             err_text += f" (to float64: Kiln {r['float64RelError']:.1e}, ORT {r['ortFloat64RelError']:.1e})"
+        if r.get("ortSensitivity") is not None:
+            err_text += f" (ORT under 1-ulp input changes: {r['ortSensitivity']:.1e})"
         if r["status"] != "ok" and r.get("openvinoRelError") is not None and err is not None and err > TOLERANCE:
             err_text += f" (OpenVINO {r['openvinoRelError']:.1e})"
         if r.get("minOutputScale") is not None and r["minOutputScale"] < 1e-6:

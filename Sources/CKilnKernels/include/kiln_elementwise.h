@@ -94,9 +94,22 @@ size_t kiln_gather_nd__scalar(size_t slice, size_t tuples, size_t per_batch, siz
 /// non_zero: the flat positions (into `flat`, room for `count`) of the elements of `size` bytes
 /// with any bit of `mask` set; returns how many. Then their coordinates as [rank, found].
 size_t kiln_non_zero_flat__scalar(const void *x, size_t size, uint64_t mask, size_t count, int64_t *flat);
+void kiln_non_zero_coords__scalar(const int64_t *flat, size_t found, size_t rank, const int64_t *shape, int64_t *y);
 /// Each of `pixels` rows of c channels repeated channel by channel m times: y[p, k·m + j] = x[p, k].
 void kiln_f32_repeat_channels__scalar(size_t pixels, size_t c, size_t m, const float *x, float *y);
-void kiln_non_zero_coords__scalar(const int64_t *flat, size_t found, size_t rank, const int64_t *shape, int64_t *y);
+
+/// Dynamic uint8 quantization (onnxruntime's, for the matrix products of its quantized LSTM):
+/// range [min(x, 0), max(x, 0)], scale = range / 255 (1 for an empty range), zero point =
+/// round(−min / scale) clamped to [0, 255], q = clamp(round(x / scale) + zero point, 0, 255), all
+/// rounding half to even. Writes each q − zero point as a float into `out`; returns the scale.
+float kiln_f32_quantize_u8_centered__scalar(size_t n, const float *x, float *out);
+/// dynamic_quantize_linear: the scale (range [min(x, 0), max(x, 0)] / 255) and zero point
+/// (round(−min / scale) clamped to [0, 255]; 0 for an all-zero x, whose q are then all 0), and
+/// q = clamp(round(x / scale) + zero point, 0, 255), rounding half to even; NaN quantizes to 0.
+void kiln_f32_dynamic_quantize_u8__scalar(size_t n, const float *x, uint8_t *y, float *scale, uint8_t *zero);
+/// c[i, j] = c[i, j] · (s · scale[j]) (+ bias[j] when given) over an m x n row-major block: a
+/// product of centered integers scaled back (the multiplier rounded to float first, then applied).
+void kiln_f32_scale_columns__scalar(size_t m, size_t n, float *c, float s, const float *scale, const float *bias);
 
 
 void kiln_f32_global_average_pool__scalar(size_t channels, size_t n, const float *x, float *y);

@@ -144,6 +144,8 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     case controlFlow = "control_flow"
     /// `dft` along the signal axis and `stft`: a GEMM with a twiddle matrix made when bound.
     case dft = "f32_dft"
+    /// `dynamic_quantize_linear` of float32.
+    case dynamicQuantize = "f32_dynamic_quantize"
     /// The reference interpreter's kernel for the op.
     case reference = "reference"
 
@@ -151,6 +153,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     public var sinceRuntime: RuntimeVersion {
         switch self {
         case .elementIndex, .cumulative, .assume, .nonZero, .nms, .controlFlow: RuntimeVersion(0, 7)
+        case .dynamicQuantize: RuntimeVersion(0, 8)
         default: RuntimeVersion(0, 6)
         }
     }
@@ -187,7 +190,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
         case .generate: OpSet.ops(in: .generator)
         case .resize: ["resize"]
         case .convTranspose: ["conv_transpose"]
-        case .recurrent: ["lstm", "gru"]
+        case .recurrent: ["lstm", "gru", "dynamic_quantize_lstm"]
         case .batchNorm: ["batch_norm"]
         case .instanceNorm: ["instance_norm"]
         case .topK: ["top_k"]
@@ -199,6 +202,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
         case .assume: ["assume"]
         case .nonZero: ["non_zero"]
         case .nms: ["non_max_suppression"]
+        case .dynamicQuantize: ["dynamic_quantize_linear"]
         case .controlFlow: OpSet.ops(in: .controlFlow)
         case .unary, .binary, .reference: nil
         }

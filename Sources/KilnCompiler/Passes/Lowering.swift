@@ -166,8 +166,11 @@ public struct Lowering: CompilerPass {
         case "conv_transpose":
             guard float, op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4, input(0)?.rank == 4 else { return .reference }
             return .convTranspose
-        case "lstm", "gru":
-            guard input(0)?.dtype == .float32, op.inputs.count >= 3, unit.weight(op.inputs[1]) != nil, unit.weight(op.inputs[2]) != nil else {
+        case _ where KernelFamily.recurrent.ops?.contains(op.opType) == true:
+            // Every weight, scale and zero point a constant (the quantized LSTM's at inputs 8–11).
+            let weights = op.opType == "dynamic_quantize_lstm" ? [1, 2, 8, 9, 10, 11] : [1, 2]
+            guard input(0)?.dtype == .float32, op.inputs.count > weights.last!, weights.allSatisfy({ unit.weight(op.inputs[$0]) != nil }),
+                  Lowering.recurrentFits(op) else {
                 return .reference
             }
             return .recurrent
@@ -240,6 +243,8 @@ public struct Lowering: CompilerPass {
             return notSubByte && input(1)?.dtype == .bool ? .assume : .reference
         case "non_max_suppression":
             return input(0)?.dtype == .float32 && input(1)?.dtype == .float32 ? .nms : .reference
+        case "dynamic_quantize_linear":
+            return input(0)?.dtype == .float32 ? .dynamicQuantize : .reference
         case "non_zero":
             return notSubByte && (input(0)?.rank ?? 0) > 0 ? .nonZero : .reference
         case _ where op.hasSubgraphs:
@@ -305,5 +310,17 @@ extension Lowering {
             && (0 ..< 3).allSatisfy({ input($0)?.dtype == .float32 && input($0)?.rank == rank })
             && (heads3D || heads4D) && a["scale"] != nil && Set(a.keys).isSubset(of: ["q_num_heads", "kv_num_heads", "scale"])
             && (op.inputs.count == 3 || op.inputs[3].isEmpty || (input(3)?.dtype == .float32 && (1 ... 4).contains(input(3)?.rank ?? 0)))
+    }
+
+    /// The recurrent kernel's forms: the default activations (sigmoid, tanh, tanh for the LSTM;
+    /// sigmoid, tanh for the GRU), no clip, no coupled input-forget gate, layout 0.
+    static func recurrentFits(_ op: Operation) -> Bool {
+        let a = op.attributes
+        let directions = (try? a.string("direction", "forward")) == "bidirectional" ? 2 : 1
+        let defaults = Array(repeating: op.opType == "gru" ? ["sigmoid", "tanh"] : ["sigmoid", "tanh", "tanh"], count: directions).flatMap { $0 }
+        let names: [String]?
+        do { names = try a.strings("activations") } catch { return false }
+        let activationsFit = (names?.map { $0.lowercased() } ?? defaults) == defaults
+        return activationsFit && a["clip"] == nil && (try? a.int("input_forget", 0)) == 0 && (try? a.int("layout", 0)) == 0
     }
 }

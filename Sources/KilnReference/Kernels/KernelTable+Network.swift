@@ -32,6 +32,9 @@ extension KernelTable {
             let gates = op.opType == "lstm" ? 4 : op.opType == "gru" ? 3 : 1
             _ = try Recurrent.Config(a, gates: gates)
             return { inputs in try Recurrent.run(inputs, a, gates: gates) }
+        case "dynamic_quantize_lstm":
+            _ = try Recurrent.Config(a, gates: 4)
+            return { inputs in try Recurrent.runDynamicQuantized(inputs, a) }
         default:
             return nil
         }

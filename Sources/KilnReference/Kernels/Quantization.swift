@@ -75,13 +75,19 @@ enum Quantization {
         return try Elementwise.cast(NDArray(shape: x.shape, scalars: q), to: dtype)
     }
 
-    /// `dynamic_quantize_linear`: uint8 with the scale and zero point that map [min(x, 0), max(x, 0)] onto 0…255.
+    /// `dynamic_quantize_linear`: uint8 with the scale and zero point that map [min(x, 0), max(x, 0)] onto 0…255
+    /// (NaN to 0; an all-zero x to scale 0, zero point 0 and zeros).
     static func dynamicQuantize(_ x: NDArray) throws -> [NDArray] {
         let v = try Elementwise.cast(x, to: .float32).scalars(as: Float.self)
-        let lo = min(v.min() ?? 0, 0), hi = max(v.max() ?? 0, 0)
+        let finite = v.filter { !$0.isNaN }
+        let lo = min(finite.min() ?? 0, 0), hi = max(finite.max() ?? 0, 0)
         let scale = (hi - lo) / 255
         let zp = scale == 0 ? 0 : min(max((0 - lo / scale).rounded(.toNearestOrEven), 0), 255)
-        let q = v.map { scale == 0 ? UInt8(zp) : UInt8(min(max(($0 / scale).rounded(.toNearestOrEven) + zp, 0), 255)) }
+        // NaN quantizes to 0.
+        let q = v.map { x -> UInt8 in
+            let r = (x / scale).rounded(.toNearestOrEven) + zp
+            return scale == 0 || r.isNaN ? 0 : UInt8(min(max(r, 0), 255))
+        }
         return [NDArray(shape: x.shape, scalars: q), NDArray(shape: [], scalars: [scale]), NDArray(shape: [], scalars: [UInt8(zp)])]
     }
 

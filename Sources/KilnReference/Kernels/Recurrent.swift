@@ -217,6 +217,13 @@ enum Recurrent {
                 if let bias { s += bias[d * 8 * h + 4 * h + row] }
                 pre[row] += s
             }
+            lstmGates(&hs, &cs, pre)
+        }
+
+        /// The LSTM's gates, cell and hidden state from the pre-activations `pre` (W·x + R·h and
+        /// both biases, gate order i, o, f, c) and the peepholes.
+        func lstmGates(_ hs: inout [Float], _ cs: inout [Float], _ pre: [Float]) {
+            let h = hidden, d = direction
             for j in 0 ..< h {
                 let peep = { (k: Int) -> Float in peepholes.map { $0[d * 3 * h + k * h + j] } ?? 0 }
                 let i = f.f(clipped(pre[j] + peep(0) * cs[j]))
@@ -224,9 +231,8 @@ enum Recurrent {
                 let cand = g.f(clipped(pre[3 * h + j]))
                 cs[j] = fg * cs[j] + i * cand
                 let o = f.f(clipped(pre[h + j] + peep(1) * cs[j]))
-                pre[j] = o * hAct.f(cs[j])
+                hs[j] = o * hAct.f(cs[j])
             }
-            for j in 0 ..< h { hs[j] = pre[j] }
         }
 
         /// GRU: update and reset gates, then the candidate with the reset applied before or after

@@ -174,6 +174,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     /// Runs every step with shapes worked out as it goes, allocating each result; records
     /// shapes and foldable values when `recording` is given.
     func runGeneric(_ args: [NDArray], recording: Recording?) throws -> [String: NDArray] {
+        profile?.countRun(generic: true)
         var values = [NDArray?](repeating: nil, count: slotCount)
         for (s, v) in constants { values[s] = v; recording?.known[s] = v }
         for (s, x) in zip(inputSlots, args) {
@@ -195,7 +196,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
             }
             for (k, r) in results.enumerated() { values[step.outputs[k]] = r }
             recording?.note(step, index: index, inputs: step.inputs, values: inputs, results: results)
-            profile?.add(index, DispatchTime.now().uptimeNanoseconds - started)
+            profile?.add(index, DispatchTime.now().uptimeNanoseconds - started, generic: true)
         }
         var out: [String: NDArray] = [:]
         for (arg, s) in zip(function.outputs, outputSlots) {
@@ -277,25 +278,37 @@ final class PlanCache: @unchecked Sendable {
 }
 
 /// Accumulated nanoseconds per step, for `KILN_PROFILE` (the 25 slowest steps; `KILN_PROFILE_TOP=N` for N).
+/// Planned runs and generic ones (a new shape signature worked out step by step, allocating) are
+/// kept apart: the report is of the planned runs, the generic ones summed on a line of their own
+/// (their steps are reported only when no run was planned).
 final class StepProfile: @unchecked Sendable {
-    private var nanoseconds: [UInt64]
-    private var runs = 0
+    private var nanoseconds: [UInt64], genericNanoseconds: [UInt64]
+    private var runs = 0, genericRuns = 0
     private let lock = NSLock()
 
-    init(_ count: Int) { nanoseconds = [UInt64](repeating: 0, count: count) }
-
-    func add(_ step: Int, _ ns: UInt64) {
-        lock.withLock { nanoseconds[step] += ns }
+    init(_ count: Int) {
+        nanoseconds = [UInt64](repeating: 0, count: count)
+        genericNanoseconds = nanoseconds
     }
 
-    func countRun() { lock.withLock { runs += 1 } }
+    func add(_ step: Int, _ ns: UInt64, generic: Bool = false) {
+        lock.withLock { if generic { genericNanoseconds[step] += ns } else { nanoseconds[step] += ns } }
+    }
+
+    func countRun(generic: Bool = false) { lock.withLock { if generic { genericRuns += 1 } else { runs += 1 } } }
 
     func report(_ names: [String], notes: [String]) {
-        let total = max(nanoseconds.reduce(0, +), 1)
-        let runs = max(self.runs, 1)
-        var lines = "profile: \(self.runs) planned runs, \(String(format: "%.3f", Double(total) / 1e6 / Double(runs))) ms per run in steps\n"
+        let planned = runs > 0 || genericRuns == 0
+        let times = planned ? nanoseconds : genericNanoseconds
+        let total = max(times.reduce(0, +), 1)
+        let runs = max(planned ? self.runs : genericRuns, 1)
+        func ms(_ ns: UInt64, _ n: Int) -> String { String(format: "%.3f", Double(ns) / 1e6 / Double(max(n, 1))) }
+        var lines = "profile: \(planned ? self.runs : 0) planned runs, \(ms(planned ? total : 0, runs)) ms per run in steps\n"
+        if genericRuns > 0 {
+            lines += "  \(genericRuns) generic run\(genericRuns == 1 ? "" : "s") (shapes worked out step by step): \(ms(genericNanoseconds.reduce(0, +), genericRuns)) ms per run\(planned ? ", not counted below" : "; below")\n"
+        }
         let top = getenv("KILN_PROFILE_TOP").flatMap { Int(String(cString: $0)) } ?? 25
-        for (i, ns) in nanoseconds.enumerated().sorted(by: { $0.1 > $1.1 }).prefix(max(top, 0)) where ns > 0 {
+        for (i, ns) in times.enumerated().sorted(by: { $0.1 > $1.1 }).prefix(max(top, 0)) where ns > 0 {
             lines += String(format: "  %6.2f%%  %8.3f ms  ", Double(ns) * 100 / Double(total), Double(ns) / 1e6 / Double(runs)) + names[i] + "\n"
         }
         for n in notes { lines += "  \(n)\n" }

@@ -89,6 +89,7 @@ enum StepFactory {
         case .assume: return AssumeStep(id: id, op: op)
         case .nonZero: return NonZeroStep(id: id, op: op)
         case .nms: return try NonMaxSuppressionStep(id: id, op: op)
+        case .dynamicQuantize: return DynamicQuantizeStep(id: id, op: op)
         case .controlFlow: throw OpError("control flow is prepared with its bodies")
         }
     }

@@ -48,7 +48,12 @@ struct PackedConvStep: StepKernel, @unchecked Sendable {
     let epilogue: kiln_epilogue
     let window: OpSet.Window
 
-    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { try Self.inferred(op, inputs) }
+    /// `[N, M, oh, ow]` from the packed weight's columns and the window (the packed weight's
+    /// shape `[K, M]` is not a conv weight's, so the op's schema cannot say).
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
+        guard let x = inputs.first ?? nil, x.shape.count == 4, window.kernel.count == 2 else { return nil }
+        return [([x.shape[0], gemm.n, window.outputSize(0, size: x.shape[2]), window.outputSize(1, size: x.shape[3])], .float32)]
+    }
 
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
         guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 4, window.kernel.count == 2 else { throw OpError("needs a float32 NCHW input") }

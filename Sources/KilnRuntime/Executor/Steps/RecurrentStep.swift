@@ -2,9 +2,12 @@
 import KilnCompiler
 import KilnFormat
 
-/// `lstm` and `gru` with the default activations, layout 0, no clipping: per direction one GEMM
-/// projects every timestep's input (biases in its epilogue), then each step runs the recurrent
-/// GEMM for all sequences and one fused gate kernel per sequence.
+/// `lstm`, `gru` and `dynamic_quantize_lstm` with the default activations, layout 0, no clipping:
+/// per direction one GEMM projects every timestep's input (biases in its epilogue), then each step
+/// runs the recurrent GEMM for all sequences and one fused gate kernel per sequence. The quantized
+/// LSTM's weights are kept as float32 copies of their centered integers (`q − zero point`, exact)
+/// and its GEMM operands quantized and centered the same way before each product, so the float32
+/// GEMM sums integers (exactly while the sums stay below 2^24); the per-column scales follow.
 struct RecurrentStep: StepKernel, @unchecked Sendable {
     let id: KernelID
     let op: KilnFormat.Operation
@@ -21,13 +24,16 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
     let biasX: [[Float]], biasR: [[Float]]
     let peepholes: [[Float]]?
     let inputSize: Int
+    /// `dynamic_quantize_lstm`: per direction, W and R packed as 8-bit panels of `q − zero point`
+    /// (scale 1), and their per-column scales.
+    let quantized: QuantizedWeights?
 
     init(id: KernelID, op: KilnFormat.Operation, constants: [Int: NDArray], inputs: [Int], ukernel: kiln_f32_gemm_ukernel, tile: GEMMTile) throws {
         self.id = id
         self.op = op
         self.ukernel = ukernel
         self.tile = tile
-        gates = op.opType == "lstm" ? 4 : 3
+        gates = op.opType == "gru" ? 3 : 4
         let a = op.attributes
         hidden = try a.int("hidden_size", 0)
         let direction = try a.string("direction", "forward")
@@ -42,29 +48,39 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
             throw OpError("clip, input_forget and layout 1 have no kernel")
         }
         func constant(_ i: Int) -> NDArray? { i < inputs.count && inputs[i] >= 0 ? constants[inputs[i]] : nil }
-        guard let w = constant(1), let r = constant(2), w.scalarType == .float32, r.scalarType == .float32, w.rank == 3,
-              w.shape[0] == directions, w.shape[1] == gates * hidden, r.shape == [directions, gates * hidden, hidden] else {
-            throw OpError("W and R must be float32 weights of \(directions) direction(s) and hidden size \(hidden)")
-        }
-        inputSize = w.shape[2]
-        let b = constant(3)
-        if inputs.count > 3, inputs[3] >= 0, b == nil { throw OpError("B must be a weight") }
-        if let b, b.shape != [directions, 2 * gates * hidden] { throw OpError("B has shape \(b.shape)") }
-        let p = gates == 4 ? constant(7) : nil
-        if gates == 4, inputs.count > 7, inputs[7] >= 0, p == nil { throw OpError("P must be a weight") }
         let (h, g, nr) = (hidden, gates, tile.nr)
         func pack(_ base: UnsafePointer<Float>, k: Int, n: Int, columnStride: Int) -> [Float] {
             var out = [Float](repeating: 0, count: (n + nr - 1) / nr * k * nr)
             out.withUnsafeMutableBufferPointer { kiln_f32_pack_b(k, n, nr, base, 1, columnStride, $0.baseAddress) }
             return out
         }
-        let pw = w.unsafeBase.assumingMemoryBound(to: Float.self), pr = r.unsafeBase.assumingMemoryBound(to: Float.self)
+        var packedW: [[Float]] = [], packedR: [[Float]] = [], packedRh: [[Float]] = []
+        if op.opType == "dynamic_quantize_lstm" {
+            let q = try RecurrentStep.quantized(constant, directions: directions, hidden: hidden, kernel: id)
+            quantized = q
+            inputSize = q.w[0].k
+        } else {
+            quantized = nil
+            guard let w = constant(1), let r = constant(2), w.scalarType == .float32, r.scalarType == .float32, w.rank == 3,
+                  w.shape[0] == directions, w.shape[1] == gates * hidden, r.shape == [directions, gates * hidden, hidden] else {
+                throw OpError("W and R must be float32 weights of \(directions) direction(s) and hidden size \(hidden)")
+            }
+            inputSize = w.shape[2]
+            let pw = w.unsafeBase.assumingMemoryBound(to: Float.self), pr = r.unsafeBase.assumingMemoryBound(to: Float.self)
+            for d in 0 ..< directions {
+                packedW.append(pack(pw + d * g * h * inputSize, k: inputSize, n: g * h, columnStride: inputSize))
+                packedR.append(pack(pr + d * g * h * h, k: h, n: g * h, columnStride: h))
+                packedRh.append(g == 3 && !linearBeforeReset ? pack(pr + d * g * h * h + 2 * h * h, k: h, n: h, columnStride: h) : [])
+            }
+        }
+        let b = constant(3)
+        if inputs.count > 3, inputs[3] >= 0, b == nil { throw OpError("B must be a weight") }
+        if let b, b.shape != [directions, 2 * gates * hidden] || b.scalarType != .float32 { throw OpError("B is \(b.scalarType.rawValue)\(b.shape)") }
+        let p = gates == 4 ? constant(7) : nil
+        if gates == 4, inputs.count > 7, inputs[7] >= 0, p == nil { throw OpError("P must be a weight") }
         let pb = b?.unsafeBase.assumingMemoryBound(to: Float.self)
-        var packedW: [[Float]] = [], packedR: [[Float]] = [], packedRh: [[Float]] = [], biasX: [[Float]] = [], biasR: [[Float]] = []
+        var biasX: [[Float]] = [], biasR: [[Float]] = []
         for d in 0 ..< directions {
-            packedW.append(pack(pw + d * g * h * inputSize, k: inputSize, n: g * h, columnStride: inputSize))
-            packedR.append(pack(pr + d * g * h * h, k: h, n: g * h, columnStride: h))
-            packedRh.append(g == 3 && !linearBeforeReset ? pack(pr + d * g * h * h + 2 * h * h, k: h, n: h, columnStride: h) : [])
             let wb = (0 ..< g * h).map { pb?[d * 2 * g * h + $0] ?? 0 }, rb = (0 ..< g * h).map { pb?[d * 2 * g * h + g * h + $0] ?? 0 }
             // LSTM: both biases on the input projection; GRU: the recurrent bias stays with R (the reset gate scales it).
             biasX.append(g == 4 ? zip(wb, rb).map { $0 + $1 } : wb)
@@ -97,8 +113,12 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
         for s in [h0, c0] { if let s, s.shape != [dirs, batch, h] { throw OpError("initial state has shape \(s.shape)") } }
         let expected = [[seq, dirs, batch, h], [dirs, batch, h], [dirs, batch, h]]
         for (k, o) in outputs.enumerated() where o.shape != expected[k] { throw OpError("output \(k) has shape \(o.shape)") }
-        // xw (every step's input projections), hr, h, c, and the GRU's reset state r ⊙ h.
+        // xw (every step's input projections), hr, h, c, the GRU's reset state r ⊙ h, and the
+        // quantized LSTM's centered X and h.
+        let quantized = quantized, inputs = x.shape[2]
+        let decodeBytes = quantized.map { max($0.w[0].scratchBytes, $0.r[0].scratchBytes) } ?? 0
         let floats = [seq * batch * g * h, batch * g * h, batch * h, batch * h, batch * h]
+            + (quantized == nil ? [] : [seq * batch * inputs, batch * h, (decodeBytes + 3) / 4])
         var offsets: [Int] = [], total = 0
         for f in floats { offsets.append(total); total += (f * 4 + 63) / 64 * 64 }
         // The directions of a bidirectional layer are independent until their outputs: each runs on
@@ -117,6 +137,21 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
         let vector = VectorConfig(id.isa)
         let (cellUpdate, gruGates, gruReset) = (vector.lstmGates, vector.gruGates, vector.gruReset)
         let (packedW, packedR, packedRh, biasX, biasR, peepholes) = (packedW, packedR, packedRh, biasX, biasR, peepholes)
+        /// c[rows, n] = a · B (+ bias): B direction d's float32 panels, or its packed 8-bit weight (decoded through `decode`).
+        func product(_ floatB: [[Float]], _ quantizedB: [PackedGEMM]?, _ d: Int, k: Int, n: Int, a: UnsafePointer<Float>, c: UnsafeMutablePointer<Float>,
+                     ldc: Int, rows: Int, bias: UnsafePointer<Float>?, decode: UnsafeMutableRawPointer) {
+            var e = kiln_epilogue()
+            e.bias = bias
+            if var b = quantizedB?[d].b {
+                kiln_f32_gemm(ukernel, mr, &b, a, k, c, ldc, 0, rows, 0, (n + nr - 1) / nr, &e, decode.assumingMemoryBound(to: Float.self))
+                return
+            }
+            floatB[d].withUnsafeBufferPointer { w in
+                var b = packed(k, n)
+                b.data = UnsafeRawPointer(w.baseAddress)
+                kiln_f32_gemm(ukernel, mr, &b, a, k, c, ldc, 0, rows, 0, (n + nr - 1) / nr, &e, nil)
+            }
+        }
         return BoundStep { slots in
             let y = outputs.first.map { $0.floats(slots) }
             parallelFor(dirs, threads: parallelDirections ? threads : 1) { d in
@@ -125,28 +160,29 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
                 let hs = (s + offsets[2]).assumingMemoryBound(to: Float.self), cs = (s + offsets[3]).assumingMemoryBound(to: Float.self)
                 let rh = (s + offsets[4]).assumingMemoryBound(to: Float.self)
                 let reverse = reverseOnly || d == 1
-                // All timesteps' input projections at once.
-                var e = kiln_epilogue()
-                packedW[d].withUnsafeBufferPointer { w in
-                    biasX[d].withUnsafeBufferPointer { bias in
-                        var b = packed(x.shape[2], g * h)
-                        b.data = UnsafeRawPointer(w.baseAddress)
-                        e.bias = bias.baseAddress
-                        kiln_f32_gemm(ukernel, mr, &b, x.floats(slots), x.shape[2], xw, g * h, 0, seq * batch, 0, (g * h + nr - 1) / nr, &e, nil)
+                // All timesteps' input projections at once (quantized: centered X, then scales and biases).
+                let decode = quantized == nil ? s : s + offsets[7]
+                let qx = quantized == nil ? nil : (s + offsets[5]).assumingMemoryBound(to: Float.self)
+                let xScale = qx.map { kiln_f32_quantize_u8_centered__scalar(seq * batch * inputs, x.floats(slots), $0) }
+                biasX[d].withUnsafeBufferPointer { bias in
+                    product(packedW, quantized?.w, d, k: inputs, n: g * h, a: qx ?? x.floats(slots), c: xw, ldc: g * h, rows: seq * batch,
+                            bias: qx == nil ? bias.baseAddress : nil, decode: decode)
+                    if let xScale, let quantized {
+                        quantized.wScale[d].withUnsafeBufferPointer { kiln_f32_scale_columns__scalar(seq * batch, g * h, xw, xScale, $0.baseAddress, bias.baseAddress) }
                     }
                 }
                 if let h0 { hs.update(from: h0.floats(slots) + d * batch * h, count: batch * h) } else { hs.initialize(repeating: 0, count: batch * h) }
                 if let c0 { cs.update(from: c0.floats(slots) + d * batch * h, count: batch * h) } else { cs.initialize(repeating: 0, count: batch * h) }
                 for step in 0 ..< seq {
                     let t = reverse ? seq - 1 - step : step
-                    packedR[d].withUnsafeBufferPointer { r in
-                        biasR[d].withUnsafeBufferPointer { bias in
-                            var b = packed(h, g * h)
-                            b.data = UnsafeRawPointer(r.baseAddress)
-                            var re = kiln_epilogue()
-                            re.bias = bias.baseAddress
-                            kiln_f32_gemm(ukernel, mr, &b, hs, h, hr, g * h, 0, batch, 0, (g * h + nr - 1) / nr, &re, nil)
-                        }
+                    // Quantized: the hidden states of all sequences centered, the product scaled (R has no bias of its own).
+                    let qh = quantized == nil ? nil : (s + offsets[6]).assumingMemoryBound(to: Float.self)
+                    let hScale = qh.map { kiln_f32_quantize_u8_centered__scalar(batch * h, hs, $0) }
+                    biasR[d].withUnsafeBufferPointer { bias in
+                        product(packedR, quantized?.r, d, k: h, n: g * h, a: qh ?? hs, c: hr, ldc: g * h, rows: batch, bias: bias.baseAddress, decode: decode)
+                    }
+                    if let hScale, let quantized {
+                        quantized.rScale[d].withUnsafeBufferPointer { kiln_f32_scale_columns__scalar(batch, g * h, hr, hScale, $0.baseAddress, nil) }
                     }
                     for n in 0 ..< batch {
                         let xwt = xw + (t * batch + n) * g * h, hrn = hr + n * g * h
@@ -165,14 +201,9 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
                     if g == 3 && !lbr {
                         // The candidate's recurrent term uses the reset state: R_h · (r ⊙ h) + Rb_h,
                         // written over hr's h part with the bias in the GEMM's epilogue.
-                        packedRh[d].withUnsafeBufferPointer { r in
-                            biasR[d].withUnsafeBufferPointer { bias in
-                                var b = packed(h, h)
-                                b.data = UnsafeRawPointer(r.baseAddress)
-                                var re = kiln_epilogue()
-                                re.bias = bias.baseAddress.map { $0 + 2 * h }
-                                kiln_f32_gemm(ukernel, mr, &b, rh, h, hr + 2 * h, g * h, 0, batch, 0, (h + nr - 1) / nr, &re, nil)
-                            }
+                        biasR[d].withUnsafeBufferPointer { bias in
+                            product(packedRh, nil, d, k: h, n: h, a: rh, c: hr + 2 * h, ldc: g * h, rows: batch, bias: bias.baseAddress.map { $0 + 2 * h },
+                                    decode: decode)
                         }
                         for n in 0 ..< batch {
                             gruGates(h, 0, xw + (t * batch + n) * g * h, hr + n * g * h, hs + n * h)
