@@ -163,6 +163,15 @@ def as_sets(got, want):
 FLOAT64_FACTOR = 2.0
 
 
+FLOAT64_MEMORY = 12 << 30
+FLOAT64_SECONDS = 600
+
+
+def limit_memory():
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (FLOAT64_MEMORY, FLOAT64_MEMORY))
+
+
 def float64_outputs(onnx_path, inputs):
     """The model's outputs computed in float64 by onnx's reference evaluator."""
     import onnx
@@ -222,10 +231,15 @@ def sensitivity(session, inputs, refs):
 
 def float64_check(onnx_path, inputs, outputs, names, refs):
     """(Kiln's, onnxruntime's) largest distance from the float64 outputs, or None when they cannot be computed."""
+    # In a child process limited to FLOAT64_MEMORY bytes and FLOAT64_SECONDS: onnx's evaluator
+    # on a large float64 CNN can take more memory than the machine has.
+    import multiprocessing
     try:
-        truth = float64_outputs(onnx_path, inputs)
-    except Exception as e:  # an op the reference evaluator lacks: no verdict
-        print(f"  float64 reference failed: {str(e).splitlines()[0][:200]}", file=sys.stderr)
+        with multiprocessing.get_context("fork").Pool(1, initializer=limit_memory) as pool:
+            truth = pool.apply_async(float64_outputs, (onnx_path, inputs)).get(timeout=FLOAT64_SECONDS)
+    except Exception as e:  # an op the reference evaluator lacks, or out of memory or time: no verdict
+        text = (str(e) or type(e).__name__).splitlines()[0][:200]
+        print(f"  float64 reference failed: {text}", file=sys.stderr)
         return None
     kiln_err = max((rel_error(outputs[n], t)[0] for n, t in zip(names, truth) if n in outputs), default=math.inf)
     ort_err = max((rel_error(r, t)[0] for r, t in zip(refs, truth)), default=0.0)
