@@ -15,10 +15,11 @@ uint32_t kiln_cpu_detect(void) {
     uint32_t features = KILN_CPU_SSE2; // every x86-64 CPU
     if (!__get_cpuid(1, &a, &b, &c, &d)) return features;
     const uint32_t c1 = c;
-    uint32_t b7 = 0;
+    uint32_t b7 = 0, c7 = 0;
     if (__get_cpuid_max(0, 0) >= 7) {
         __cpuid_count(7, 0, a, b, c, d);
         b7 = b;
+        c7 = c;
     }
     uint32_t cx = 0;
     if (__get_cpuid_max(0x80000000u, 0) >= 0x80000001u) {
@@ -42,6 +43,7 @@ uint32_t kiln_cpu_detect(void) {
     const int os_zmm = (xcr0 & 0xE6) == 0xE6;
     const int v4 = os_zmm && BIT(b7, 16) && BIT(b7, 17) && BIT(b7, 28) && BIT(b7, 30) && BIT(b7, 31);
     if (v4) features |= KILN_CPU_X86_V4;
+    if (v4 && BIT(c7, 11)) features |= KILN_CPU_X86_VNNI;
 #undef BIT
     return features;
 }

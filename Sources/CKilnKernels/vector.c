@@ -20,6 +20,7 @@
     (c)->gru_reset = kiln_f32_gru_reset__##isa; \
     (c)->gru_gates = kiln_f32_gru_gates__##isa;
 #define KILN_VECTOR_SET_WINOGRAD(c, isa) (c)->winograd = kiln_f32_winograd__##isa;
+#define KILN_VECTOR_SET_INTEGER(c, isa) (c)->u8s8_gemm = kiln_u8s8_gemm__##isa;
 
 // A row's statements where its code is built; elsewhere nothing.
 #define KILN_VECTOR_IF_ANY(...) __VA_ARGS__

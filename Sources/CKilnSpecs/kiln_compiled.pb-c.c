@@ -1514,7 +1514,7 @@ const ProtobufCEnumDescriptor kiln__compiled__tensor_layout__descriptor =
   kiln__compiled__tensor_layout__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue kiln__compiled__weight_layout__enum_values_by_number[9] =
+static const ProtobufCEnumValue kiln__compiled__weight_layout__enum_values_by_number[10] =
 {
   { "WEIGHT_LAYOUT_AS_STORED", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_AS_STORED", 0 },
   { "WEIGHT_LAYOUT_PANELS", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_PANELS", 1 },
@@ -1525,11 +1525,12 @@ static const ProtobufCEnumValue kiln__compiled__weight_layout__enum_values_by_nu
   { "WEIGHT_LAYOUT_WINOGRAD", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_WINOGRAD", 6 },
   { "WEIGHT_LAYOUT_TAPS", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_TAPS", 7 },
   { "WEIGHT_LAYOUT_ROW_TILES", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_ROW_TILES", 8 },
+  { "WEIGHT_LAYOUT_S8_PANELS", "KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_S8_PANELS", 9 },
 };
 static const ProtobufCIntRange kiln__compiled__weight_layout__value_ranges[] = {
-{0, 0},{0, 9}
+{0, 0},{0, 10}
 };
-static const ProtobufCEnumValueIndex kiln__compiled__weight_layout__enum_values_by_name[9] =
+static const ProtobufCEnumValueIndex kiln__compiled__weight_layout__enum_values_by_name[10] =
 {
   { "WEIGHT_LAYOUT_AS_STORED", 0 },
   { "WEIGHT_LAYOUT_CHANNELS_FIRST_ROWS", 4 },
@@ -1537,6 +1538,7 @@ static const ProtobufCEnumValueIndex kiln__compiled__weight_layout__enum_values_
   { "WEIGHT_LAYOUT_GROUP_PANELS", 5 },
   { "WEIGHT_LAYOUT_PANELS", 1 },
   { "WEIGHT_LAYOUT_ROW_TILES", 8 },
+  { "WEIGHT_LAYOUT_S8_PANELS", 9 },
   { "WEIGHT_LAYOUT_TAPS", 7 },
   { "WEIGHT_LAYOUT_TRANSPOSED_PANELS", 2 },
   { "WEIGHT_LAYOUT_WINOGRAD", 6 },
@@ -1548,9 +1550,9 @@ const ProtobufCEnumDescriptor kiln__compiled__weight_layout__descriptor =
   "WeightLayout",
   "Kiln__Compiled__WeightLayout",
   "kiln.compiled",
-  9,
+  10,
   kiln__compiled__weight_layout__enum_values_by_number,
-  9,
+  10,
   kiln__compiled__weight_layout__enum_values_by_name,
   1,
   kiln__compiled__weight_layout__value_ranges,

@@ -10,7 +10,7 @@ import KilnReference
 /// (K block, column); palettized ones as indices packed along K (32 / nbits per word) with
 /// their tables and optional per-column scale. A compressed weight whose blocks do not
 /// follow (K block, column) is packed dense.
-enum WeightPacking {
+package enum WeightPacking {
     /// Reads element (k, n) of the weight from its flat index.
     struct Orientation {
         var k: Int

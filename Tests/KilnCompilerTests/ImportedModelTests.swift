@@ -127,14 +127,25 @@ final class ImportedModelTests: XCTestCase {
     func testDynamicallyQuantizedConvolutionAndMatmul() async throws {
         // DynamicQuantizeLinear, ConvInteger (uint8 weight, zero point, an int32 bias added before
         // the cast) and MatMulInteger (per-column zero points): the compiled plan runs the float32
-        // convolution and GEMM kernels on centered integers, exactly, with no reference step.
+        // convolution kernels on centered integers and the 8-bit GEMM kernel, exactly, with no
+        // reference step; for a runtime before 0.8 the matmul runs the float32 GEMM kernel too.
         let model = try await checkImported("integer_conv_matmul")
         let (_, inputs, _) = try importedFixture("integer_conv_matmul")
         try await assertCompilesWithoutReference(model, inputs, "integer_conv_matmul")
-        let (_, plan) = try Compiler.compile(model, options: Compiler.Options(arch: try XCTUnwrap(Architecture.host)),
-                                             sourceDigest: [UInt8](repeating: 0, count: 32))
-        let ops = plan.model.functions[0].operations.map(\.opType)
-        XCTAssertFalse(ops.contains("conv_integer") || ops.contains("matmul_integer"), "\(ops)")
+        for runtime in [CompiledFormat.runtimeVersion, RuntimeVersion(0, 7)] {
+            var options = Compiler.Options(arch: try XCTUnwrap(Architecture.host))
+            options.minimumRuntime = runtime
+            let (_, plan) = try Compiler.compile(model, options: options, sourceDigest: [UInt8](repeating: 0, count: 32))
+            let f = plan.model.functions[0]
+            XCTAssertFalse(f.operations.contains { $0.opType == "conv_integer" }, "\(runtime)")
+            let matmul = f.operations.firstIndex { $0.opType == "matmul_integer" }
+            if runtime == RuntimeVersion(0, 7) {
+                XCTAssertNil(matmul, "a runtime before 0.8 has no 8-bit GEMM kernel")
+            } else {
+                let kernel = try XCTUnwrap(plan.functions[0].steps[try XCTUnwrap(matmul)].kernel)
+                XCTAssertTrue(kernel.hasPrefix("u8s8_gemm__"), kernel)
+            }
+        }
     }
 
     func testSqueezeWithoutAxesKeepsRunTimeDimsChecked() async throws {

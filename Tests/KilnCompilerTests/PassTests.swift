@@ -346,6 +346,44 @@ final class PassTests: XCTestCase {
         }
     }
 
+    /// A convolution's output quantized at run time (`dynamic_quantize_linear`, then cast back and
+    /// centered, as onnxruntime's dynamically quantized convolutions are) stays channels-last:
+    /// the quantization and casts follow their input's order, so the second convolution is
+    /// channels-last too and no transpose stands between them; every arch agrees with the interpreter.
+    func testRunTimeQuantizationKeepsChannelsLast() async throws {
+        var b = ModelBuilder(name: "quantized")
+        let w1 = try b.addWeight("w1", shape: [8, 3, 3, 3], values: values(216, 1))
+        let w2 = try b.addWeight("w2", shape: [8, 8, 3, 3], values: values(576, 2))
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [1, 3, 8, 8]))
+        let c1 = try f.apply1("conv", [x, f.use(w1)], ["pads": .ints([1, 1, 1, 1])], name: "conv1")
+        let q = try f.apply("dynamic_quantize_linear", [c1], name: "quantize")
+        let back = try f.apply1("cast", [q[0]], ["to": .dtype(.float32)], name: "back")
+        let zero = try f.apply1("cast", [q[2]], ["to": .dtype(.float32)], name: "zero")
+        let centered = try f.apply1("sub", [back, zero], name: "center")
+        f.output("y", try f.apply1("conv", [centered, f.use(w2)], ["pads": .ints([1, 1, 1, 1])], name: "conv2"))
+        try b.add(f)
+        let model = try b.build()
+
+        var unit = CompilationUnit(model: model, arch: x86)
+        try ChannelsLastLayout().apply(to: &unit)
+        try DeadCodeElimination().apply(to: &unit)
+        let ops = unit.model.functions[0].operations
+        // The first convolution reads the input's planes: the output's transpose is the only one.
+        XCTAssertEqual(ops.filter { $0.opType == "transpose" }.count, 1, "\(ops.map(\.opType))")
+        for name in ["quantize", "back", "center", "conv2"] {
+            XCTAssertEqual(ops.first { $0.name == name }?.outputs[0].type.shape.last, .size(8), name)
+        }
+        let inputs = ["x": NDArray(shape: [1, 3, 8, 8], scalars: values(192, 4))]
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for arch in runnableArchitectures {
+            let path = "\(dir)/m.\(arch.name).compiled"
+            try compileArtifact(model, arch, to: path)
+            _ = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: inputs, label: arch.name)
+        }
+    }
+
     /// A TensorFlow-style `pad → transpose → conv` after the layout pass: the pad folds into the
     /// convolution's pads; a reflect pad and a pad of the channel dim stay.
     func testPadFolding() throws {

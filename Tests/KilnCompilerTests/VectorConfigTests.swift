@@ -36,6 +36,7 @@ final class VectorConfigTests: XCTestCase {
                 (Int32(KILN_VECTOR_DWCONV2D_NHWC), differs(c.dwconv2dNHWC, scalar.dwconv2dNHWC)),
                 (Int32(KILN_VECTOR_RECURRENT), differs(c.lstmGates, scalar.lstmGates)),
                 (Int32(KILN_VECTOR_WINOGRAD), differs(c.winograd, scalar.winograd)),
+                (Int32(KILN_VECTOR_INTEGER), differs(c.u8s8GEMM, scalar.u8s8GEMM)),
             ]
             XCTAssertEqual(own.count, Int(KILN_VECTOR_FAMILY_COUNT), "a family without a check here")
             for (family, replaced) in own {

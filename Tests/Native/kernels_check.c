@@ -88,6 +88,10 @@ int main(void) {
             snprintf(name, sizeof name, "f32_dwconv2d_nhwc__%s", kiln_isa_name(isa));
             check_dwconv_nhwc(name, v->dwconv2d_nhwc, needs);
         }
+        if (kiln_vector_built(KILN_VECTOR_INTEGER, isa)) {
+            snprintf(name, sizeof name, "u8s8_gemm__%s", kiln_isa_name(isa));
+            check_u8s8_gemm(name, v->u8s8_gemm, needs);
+        }
         if (kiln_vector_built(KILN_VECTOR_RECURRENT, isa)) {
             snprintf(name, sizeof name, "f32_lstm_gates__%s", kiln_isa_name(isa));
             check_lstm_gates(name, v->lstm_gates, needs);

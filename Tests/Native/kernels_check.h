@@ -40,4 +40,7 @@ typedef void (*gru_gates_fn)(size_t, int, const float *, const float *, float *)
 typedef void (*gru_reset_fn)(size_t, const float *, const float *, const float *, float *);
 void check_gru_gates(const char *name, gru_gates_fn gates, gru_reset_fn reset, uint32_t needs);
 
+// The 8-bit integer GEMM (kernels_check_integer.c), exact against an int64 reference.
+void check_u8s8_gemm(const char *name, kiln_u8s8_gemm_fn fn, uint32_t needs);
+
 #endif

@@ -172,6 +172,47 @@ def limit_memory():
     resource.setrlimit(resource.RLIMIT_AS, (FLOAT64_MEMORY, FLOAT64_MEMORY))
 
 
+def tapwise_conv_class():
+    """A float64 Conv for onnx's evaluator that sums one kernel tap at a time: its own Conv builds
+    an im2col of the dilated kernel's whole extent (tens of GiB for an atrous 3x3 of dilation 36)."""
+    from onnx.reference.op_run import OpRun
+
+    class Conv(OpRun):
+        def _run(self, x, w, b=None, auto_pad=None, dilations=None, group=None, kernel_shape=None, pads=None, strides=None):
+            rank = x.ndim - 2
+            ks = list(w.shape[2:])
+            dil = list(dilations or [1] * rank)
+            st = list(strides or [1] * rank)
+            pad = list(pads or [0] * (2 * rank))
+            auto = auto_pad.decode() if isinstance(auto_pad, bytes) else (auto_pad or "NOTSET")
+            if auto in ("SAME_UPPER", "SAME_LOWER"):
+                for i in range(rank):
+                    out = -(-x.shape[2 + i] // st[i])
+                    total = max(0, (out - 1) * st[i] + (ks[i] - 1) * dil[i] + 1 - x.shape[2 + i])
+                    lo = total // 2 if auto == "SAME_UPPER" else total - total // 2
+                    pad[i], pad[i + rank] = lo, total - lo
+            elif auto == "VALID":
+                pad = [0] * (2 * rank)
+            g = group or 1
+            xp = np.pad(x, [(0, 0), (0, 0)] + [(pad[i], pad[i + rank]) for i in range(rank)])
+            outs = [(xp.shape[2 + i] - (ks[i] - 1) * dil[i] - 1) // st[i] + 1 for i in range(rank)]
+            n, c = x.shape[:2]
+            m = w.shape[0]
+            y = np.zeros([n, m] + outs, dtype=x.dtype)
+            xg = xp.reshape([n, g, c // g] + list(xp.shape[2:]))
+            wg = w.reshape([g, m // g, c // g] + ks)
+            yg = y.reshape([n, g, m // g] + outs)
+            for tap in np.ndindex(*ks):
+                window = tuple(slice(tap[i] * dil[i], tap[i] * dil[i] + (outs[i] - 1) * st[i] + 1, st[i]) for i in range(rank))
+                patch = xg[(slice(None), slice(None), slice(None)) + window]
+                yg += np.einsum("ngc...,gmc->ngm...", patch, wg[(slice(None),) * 3 + tap])
+            if b is not None:
+                y += b.reshape([1, m] + [1] * rank)
+            return (y,)
+
+    return Conv
+
+
 def float64_outputs(onnx_path, inputs):
     """The model's outputs computed in float64 by onnx's reference evaluator."""
     import onnx
@@ -202,7 +243,7 @@ def float64_outputs(onnx_path, inputs):
     m = onnx.load(onnx_path)
     fix(m.graph)
     feeds = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in inputs.items()}
-    return ReferenceEvaluator(m).run(None, feeds)
+    return ReferenceEvaluator(m, new_ops=[tapwise_conv_class()]).run(None, feeds)
 
 
 # A model that quantizes its activations at run time (DynamicQuantizeLinear, a dynamically quantized

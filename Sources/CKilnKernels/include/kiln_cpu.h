@@ -17,6 +17,7 @@ enum {
     KILN_CPU_X86_V2 = 1u << 1,   // SSE3, SSSE3, SSE4.1, SSE4.2, POPCNT, CX16, LAHF-SAHF
     KILN_CPU_X86_V3 = 1u << 2,   // v2 + AVX, AVX2, BMI1, BMI2, F16C, FMA, LZCNT, MOVBE, OS saves YMM
     KILN_CPU_X86_V4 = 1u << 3,   // v3 + AVX-512 F, BW, CD, DQ, VL, OS saves opmask and ZMM
+    KILN_CPU_X86_VNNI = 1u << 4, // v4 + AVX512-VNNI (vpdpbusd): the 8-bit GEMM's products (not an ISA of its own)
     KILN_CPU_NEON = 1u << 8,     // arm64 Advanced SIMD
     KILN_CPU_ARM_DOTPROD = 1u << 9, // NEON + dot product + half-precision arithmetic
 };

@@ -15,7 +15,7 @@ extern "C" {
 
 /// The vector families: each names a group of entry points of kiln_vector_config.
 #define KILN_VECTOR_FAMILIES(X) X(UNARY) X(BINARY) X(NORMALIZATION) X(POOL2D) X(POOL2D_NHWC) X(DWCONV2D) \
-    X(DWCONV2D_NHWC) X(RECURRENT) X(WINOGRAD)
+    X(DWCONV2D_NHWC) X(RECURRENT) X(WINOGRAD) X(INTEGER)
 #define KILN_DECLARE_VECTOR_FAMILY(NAME) KILN_VECTOR_##NAME,
 enum { KILN_VECTOR_FAMILIES(KILN_DECLARE_VECTOR_FAMILY) KILN_VECTOR_FAMILY_COUNT };
 #undef KILN_DECLARE_VECTOR_FAMILY
@@ -97,6 +97,24 @@ typedef void kiln_f32_winograd_t(kiln_f32_gemm_ukernel ukernel, size_t mr, const
                                  size_t tile_begin, size_t tile_end, size_t p_begin, size_t p_end, size_t block,
                                  const kiln_epilogue *e, float *scratch);
 
+/// Columns per panel of an 8-bit integer B (kiln_s8_pack_b), the same on every ISA.
+#define KILN_I8_NR 32
+/// C[m_begin..m_end, panels p_begin..p_end] (int32, row-major ldc) = Σ_k (A[i][k] − a_zero) · (B[k][j] − b_zero[j]),
+/// wrapping modulo 2^32 (int32 accumulation, bit-exact on every ISA). A is m × k bytes, row-major
+/// (lda), uint8, or int8 when `a_signed`; B is packed by kiln_s8_pack_b with `sums` (2·n int32).
+typedef void kiln_u8s8_gemm_t(size_t m_begin, size_t m_end, size_t n, size_t k, const uint8_t *a, size_t lda, int a_signed,
+                              int32_t a_zero, const int8_t *b, const int32_t *sums, size_t p_begin, size_t p_end, int32_t *c,
+                              size_t ldc);
+/// Packs a k × n 8-bit matrix (row-major, row stride ldb; uint8 when `b_unsigned`, else int8) for
+/// kiln_u8s8_gemm_t: ceil(n / KILN_I8_NR) panels of ceil(k / 4) rows of KILN_I8_NR columns × 4
+/// consecutive k, int8 (uint8 values less 128), zero-padded: packed holds
+/// kiln_s8_packed_bytes(k, n) bytes. `sums` (2·n int32) gets each column's sum of packed values,
+/// then its zero point (zero[0] for all when zero_count is 1, none when 0) less the same 128.
+void kiln_s8_pack_b(size_t k, size_t n, const void *b, size_t ldb, int b_unsigned, const void *zero, size_t zero_count,
+                    int8_t *packed, int32_t *sums);
+static inline size_t kiln_s8_packed_bytes(size_t k, size_t n) {
+    return (n + KILN_I8_NR - 1) / KILN_I8_NR * ((k + 3) / 4) * KILN_I8_NR * 4;
+}
 typedef kiln_f32_unary_t *kiln_f32_unary_fn;
 typedef kiln_binary_nd_t *kiln_binary_nd_fn;
 typedef kiln_f32_map_nd_t *kiln_f32_map_nd_fn;
@@ -110,6 +128,7 @@ typedef kiln_f32_lstm_gates_t *kiln_f32_lstm_gates_fn;
 typedef kiln_f32_gru_reset_t *kiln_f32_gru_reset_fn;
 typedef kiln_f32_gru_gates_t *kiln_f32_gru_gates_fn;
 typedef kiln_f32_winograd_t *kiln_f32_winograd_fn;
+typedef kiln_u8s8_gemm_t *kiln_u8s8_gemm_fn;
 
 // Each family's entry points for one ISA, declared from the rows of kiln_vector.inc (a row not
 // built on this platform is declared and never referenced).
@@ -128,6 +147,7 @@ typedef kiln_f32_winograd_t *kiln_f32_winograd_fn;
     kiln_f32_gru_reset_t kiln_f32_gru_reset__##isa; \
     kiln_f32_gru_gates_t kiln_f32_gru_gates__##isa;
 #define KILN_VECTOR_DECLARE_WINOGRAD(isa) kiln_f32_winograd_t kiln_f32_winograd__##isa;
+#define KILN_VECTOR_DECLARE_INTEGER(isa) kiln_u8s8_gemm_t kiln_u8s8_gemm__##isa;
 #define KILN_VECTOR(FAMILY, ISA, isa, BUILT) KILN_VECTOR_DECLARE_##FAMILY(isa)
 #include "kiln_vector.inc"
 #undef KILN_VECTOR
@@ -148,6 +168,7 @@ typedef struct kiln_vector_config {
     kiln_f32_gru_reset_fn gru_reset;         // RECURRENT
     kiln_f32_gru_gates_fn gru_gates;         // RECURRENT
     kiln_f32_winograd_fn winograd;           // WINOGRAD
+    kiln_u8s8_gemm_fn u8s8_gemm;             // INTEGER
 } kiln_vector_config;
 
 /// The config of ISA `isa` (a KILN_ISA_*) in this build: every entry point set; an ISA this build

@@ -86,7 +86,13 @@ typedef enum _Kiln__Compiled__WeightLayout {
   /*
    * A channels-first convolution's A operand in row tiles: blob [groups, tiles, K, MR].
    */
-  KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_ROW_TILES = 8
+  KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_ROW_TILES = 8,
+  /*
+   * An 8-bit matmul weight [K, N] as int8 panels of 32 columns, four k per column entry:
+   * blob [panels, ceil(K/4), 128] (uint8 weights less 128); input 3 becomes int32 [2, N], each
+   * column's sum of packed values and its zero point less the same 128.
+   */
+  KILN__COMPILED__WEIGHT_LAYOUT__WEIGHT_LAYOUT_S8_PANELS = 9
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KILN__COMPILED__WEIGHT_LAYOUT)
 } Kiln__Compiled__WeightLayout;
 

@@ -146,6 +146,10 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     case dft = "f32_dft"
     /// `dynamic_quantize_linear` of float32.
     case dynamicQuantize = "f32_dynamic_quantize"
+    /// `matmul_integer` of 8-bit activations by a stored 8-bit weight: int32 accumulation
+    /// (`vpdpbusd` with AVX512-VNNI, pairs of int16 products with AVX2), the weight packed four k
+    /// per column entry (runtime 0.8).
+    case integerGEMM = "u8s8_gemm"
     /// The reference interpreter's kernel for the op.
     case reference = "reference"
 
@@ -153,7 +157,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     public var sinceRuntime: RuntimeVersion {
         switch self {
         case .elementIndex, .cumulative, .assume, .nonZero, .nms, .controlFlow: RuntimeVersion(0, 7)
-        case .dynamicQuantize: RuntimeVersion(0, 8)
+        case .dynamicQuantize, .integerGEMM: RuntimeVersion(0, 8)
         default: RuntimeVersion(0, 6)
         }
     }
@@ -203,6 +207,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
         case .nonZero: ["non_zero"]
         case .nms: ["non_max_suppression"]
         case .dynamicQuantize: ["dynamic_quantize_linear"]
+        case .integerGEMM: ["matmul_integer"]
         case .controlFlow: OpSet.ops(in: .controlFlow)
         case .unary, .binary, .reference: nil
         }

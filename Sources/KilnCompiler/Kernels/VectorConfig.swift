@@ -27,6 +27,7 @@ package struct VectorConfig {
     package var gruReset: kiln_f32_gru_reset_fn { entries.gru_reset! }
     package var gruGates: kiln_f32_gru_gates_fn { entries.gru_gates! }
     package var winograd: kiln_f32_winograd_fn { entries.winograd! }
+    package var u8s8GEMM: kiln_u8s8_gemm_fn { entries.u8s8_gemm! }
 
     /// The `KILN_VECTOR_*` family of the kernel library that implements a catalog family, if any.
     package static func library(of family: KernelFamily) -> Int32? {
@@ -38,6 +39,7 @@ package struct VectorConfig {
         case .pool2dNHWC: Int32(KILN_VECTOR_POOL2D_NHWC)
         case .depthwise: Int32(KILN_VECTOR_DWCONV2D)
         case .depthwiseNHWC: Int32(KILN_VECTOR_DWCONV2D_NHWC)
+        case .integerGEMM: Int32(KILN_VECTOR_INTEGER)
         default: nil
         }
     }

@@ -176,7 +176,7 @@ public struct ChannelsLastLayout: CompilerPass {
             return name
         }
 
-        /// Emits `op` with its single rank-4 output as a channels-last twin (a conv or pool with `layout`).
+        /// Emits `op` with its first output (rank 4) as a channels-last twin (a conv or pool with `layout`).
         mutating func emitLast(_ op: Operation, inputs: [String], attributes: [String: AttributeValue]? = nil, opType: String? = nil,
                                layout: StepConfig.Layout? = nil) {
             var o = op
@@ -189,7 +189,9 @@ public struct ChannelsLastLayout: CompilerPass {
             names.insert(name)
             let type = Walk.permuted(v.type, ChannelsLastLayout.toLast)
             types[name] = type
-            o.outputs = [Value(name: name, type: type)]
+            // Outputs after the first (a quantization's scale and zero point) keep their order.
+            o.outputs = [Value(name: name, type: type)] + op.outputs.dropFirst()
+            for rest in op.outputs.dropFirst() { present.insert(rest.name) }
             twin[v.name] = name
             out.append(o)
             join([name], inputs: inputs, isConvolution: op.opType == "conv", name: op.name)
@@ -235,12 +237,7 @@ public struct ChannelsLastLayout: CompilerPass {
 
         /// Rewrites `op` channels-last when it can; false leaves it to the caller.
         mutating func rewrite(_ op: Operation, _ unit: inout CompilationUnit) throws -> Bool {
-            if op.opType == "split", let t = twin[op.inputs[0]], let axis = try? op.attributes.int("axis", 0), axis == 1 || axis == -3,
-               op.inputs.dropFirst().allSatisfy({ $0.isEmpty || unit.weight($0) != nil }), op.outputs.allSatisfy({ $0.type.rank == 4 }) {
-                splitChannels(op, twin: t)
-                return true
-            }
-            guard op.outputs.count == 1 else { return false }
+            if op.outputs.count != 1 { return rewriteMultipleOutputs(op, unit) }
             let y = op.outputs[0]
             switch op.opType {
             case "conv":
@@ -339,6 +336,11 @@ public struct ChannelsLastLayout: CompilerPass {
                 a["axes"] = .ints(moved)
                 emitLast(op, inputs: [t], attributes: a)
                 return true
+            case "cast":
+                // Element by element: an activation quantized at run time keeps its order through its casts.
+                guard op.inputs.count == 1, let t = twin[op.inputs[0]], y.type.rank == 4 else { return false }
+                emitLast(op, inputs: [t])
+                return true
             case "identity", "dropout":
                 // Inference dropout with no mask read is the identity: the result shares the input's twin.
                 guard op.inputs.count >= 1, let t = twin[op.inputs[0]] else { return false }
@@ -352,6 +354,23 @@ public struct ChannelsLastLayout: CompilerPass {
                 emitLast(op, inputs: [t] + op.inputs.dropFirst().map { first($0, for: op) })
                 return true
             }
+        }
+
+        /// A channel split, or a quantization at run time, of a twin; false leaves it channels-first.
+        mutating func rewriteMultipleOutputs(_ op: Operation, _ unit: CompilationUnit) -> Bool {
+            guard op.inputs.count >= 1, let t = twin[op.inputs[0]] else { return false }
+            if op.opType == "split", let axis = try? op.attributes.int("axis", 0), axis == 1 || axis == -3,
+               op.inputs.dropFirst().allSatisfy({ $0.isEmpty || unit.weight($0) != nil }), op.outputs.allSatisfy({ $0.type.rank == 4 }) {
+                splitChannels(op, twin: t)
+                return true
+            }
+            if op.opType == "dynamic_quantize_linear", op.inputs.count == 1, op.outputs.count == 3, op.outputs[0].type.rank == 4 {
+                // The range is over the whole tensor and each element quantizes alone: the data
+                // follows its input's order; the scale and zero point are scalars.
+                emitLast(op, inputs: [t])
+                return true
+            }
+            return false
         }
 
         /// A channel split (a C2f block's halves) along axis 3 of the input's twin `t`, every part a twin.
@@ -400,57 +419,6 @@ public struct ChannelsLastLayout: CompilerPass {
         /// Whether `v` is a tensor some op (or the caller, or the weights) already made.
         func exists(_ v: String, _ unit: CompilationUnit) -> Bool {
             present.contains(v) || twinValues.contains(v) || unit.weight(v) != nil
-        }
-
-        /// `batch_norm`'s per-channel scale s / √(σ² + ε) and shift β − μ·scale as `[1, 1, 1, C]`
-        /// weights, when all four parameters are stored weights.
-        mutating func batchNormAffine(_ op: Operation, _ unit: inout CompilationUnit) throws -> (String, String)? {
-            let params = op.inputs[1...].map { unit.weight($0) }
-            guard params.allSatisfy({ $0 != nil }) else { return nil }
-            let values: [[Float]]
-            do {
-                values = try params.map { w -> [Float] in
-                    let d = try WeightDecoding.dense(w!)
-                    guard d.scalarType == .float32 else { throw CompileError("not float32") }
-                    return d.scalars(as: Float.self)
-                }
-            } catch { return nil }
-            let c = values[0].count
-            guard c > 0, values.allSatisfy({ $0.count == c }) else { return nil }
-            let eps = Double((try? op.attributes.float("epsilon", 1e-5)) ?? 1e-5)
-            var scale = [Float](repeating: 0, count: c), shift = scale
-            for i in 0 ..< c {
-                let k = Double(values[0][i]) / (Double(values[3][i]) + eps).squareRoot()
-                scale[i] = Float(k)
-                shift[i] = Float(Double(values[1][i]) - Double(values[2][i]) * k)
-            }
-            func add(_ v: [Float], _ suffix: String) -> String {
-                let name = unit.freshWeightName("\(op.name).\(suffix)@nhwc")
-                unit.model.weights.append(Weight(name: name, dtype: .float32, shape: [1, 1, 1, c], encoding: .dense(
-                    WeightBlob(dtype: .float32, shape: [1, 1, 1, c], data: ByteStorage(v.withUnsafeBytes { Array($0) })))))
-                types[name] = TensorType(.float32, [.size(1), .size(1), .size(1), .size(c)])
-                return name
-            }
-            return (add(scale, "scale"), add(shift, "shift"))
-        }
-
-        /// A weight of rank ≤ 4 broadcast as a rank-4 channels-last operand (transposed once, at compile time).
-        mutating func transposedWeight(_ name: String, _ unit: inout CompilationUnit) throws -> String? {
-            if let done = transposedWeights[name] { return done }
-            guard let w = unit.weight(name), w.shape.count <= 4 else { return nil }
-            if w.shape.allSatisfy({ $0 == 1 }) { return name }
-            let dense: NDArray
-            do { dense = try WeightDecoding.dense(w) } catch { throw CompileError("weight '\(name)': \(error)") }
-            guard dense.scalarType == .float32 else { return nil }
-            let shape = Array(repeating: 1, count: 4 - w.shape.count) + w.shape
-            let moved = dense.reshaped(shape).transposed(ChannelsLastLayout.toLast).contiguous()
-            let values = moved.scalars(as: Float.self)
-            let newName = unit.freshWeightName("\(name)@nhwc")
-            unit.model.weights.append(Weight(name: newName, dtype: .float32, shape: moved.shape, encoding: .dense(
-                WeightBlob(dtype: .float32, shape: moved.shape, data: ByteStorage(values.withUnsafeBytes { Array($0) })))))
-            transposedWeights[name] = newName
-            types[newName] = TensorType(.float32, moved.shape.map { .size($0) })
-            return newName
         }
     }
 

@@ -16,7 +16,9 @@ import KilnReference
 /// float32 result equals int32 accumulation whenever that does not wrap and is within float32
 /// rounding of it (a relative 6e-8) beyond 2^24. Ops whose weight is not stored, whose zero points
 /// are not one value (the input's) or one per output channel or column (the weight's), or whose
-/// matmul weight is not 2-D keep their portable form (the reference kernel).
+/// matmul weight is not 2-D keep their portable form (the reference kernel). A `matmul_integer`
+/// the `u8s8_gemm` kernels run (``Lowering/integerGEMMFits(_:_:_:)``) stays as it is: those sum
+/// 8-bit products in int32 at four times the float32 GEMM's rate.
 public struct IntegerLowering: CompilerPass {
     /// `integer_lowering`.
     public static let name = "integer_lowering"
@@ -45,7 +47,10 @@ public struct IntegerLowering: CompilerPass {
                     out += ops
                     continue
                 }
-                guard ["conv_integer", "matmul_integer"].contains(op.opType), let plan = Self.plan(op, f, unit) else {
+                // A matmul the 8-bit GEMM kernels run stays integer (an artifact for an older runtime lowers it).
+                let integerKernel = unit.minimumRuntime >= KernelFamily.integerGEMM.sinceRuntime
+                    && Lowering.integerGEMMFits(op, unit) { ResidualFusion.type(of: $0, in: f, unit) }
+                guard ["conv_integer", "matmul_integer"].contains(op.opType), !integerKernel, let plan = Self.plan(op, f, unit) else {
                     out.append(op)
                     continue
                 }

@@ -80,6 +80,10 @@ public struct Lowering: CompilerPass {
                     try repack(w, key: "\(w.name)|\(o.layout.rawValue)|\(nr)", o.layout, window: window) { try WeightPacking.pack(w, name: $0, o.orientation, nr: nr) }
                 } else if family == .gemm || family == .conv2d || family == .conv2dNHWC {
                     family = .reference
+                } else if family == .integerGEMM, let w = unit.weight(op.inputs[1]) {
+                    // int8 panels of four k per column entry, the column sums and zero points before them.
+                    let zero = op.inputs.count > 3 && !op.inputs[3].isEmpty ? unit.weight(op.inputs[3]) : nil
+                    try repack(w, key: "\(w.name)|s8|\(zero?.name ?? "")", .s8Panels) { try WeightPacking.packS8Panels(w, zero: zero, name: $0) }
                 } else if family == .conv2dNCHW, let w = unit.weight(op.inputs[1]) {
                     // The weight is the GEMM's A: packed once, in row tiles of the arch's microkernel.
                     let groups = (try? op.attributes.int("group", 1)) ?? 1, mr = arch.gemm.tile.mr
@@ -163,6 +167,8 @@ public struct Lowering: CompilerPass {
             return .dft
         case "stft":
             return float && input(0)?.dtype == .float32 ? .dft : .reference
+        case "matmul_integer":
+            return Lowering.integerGEMMFits(op, unit, type) ? .integerGEMM : .reference
         case "conv_transpose":
             guard float, op.inputs.count >= 2, let w = unit.weight(op.inputs[1]), w.shape.count == 4, input(0)?.rank == 4 else { return .reference }
             return .convTranspose

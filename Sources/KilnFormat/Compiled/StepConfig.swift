@@ -38,6 +38,10 @@ public struct StepConfig: Sendable, Hashable {
         case taps = 7
         /// A channels-first convolution's A operand in row tiles: blob `[groups, tiles, K, MR]`.
         case rowTiles = 8
+        /// An 8-bit matmul weight `[K, N]` as int8 panels of 32 columns, four k per column entry:
+        /// blob `[panels, ⌈K/4⌉, 128]` (uint8 weights less 128); input 3 becomes int32 `[2, N]`,
+        /// each column's sum of packed values and its zero point less the same 128.
+        case s8Panels = 9
     }
 
     /// An activation of the kernel library's unary list, applied in the epilogue.
@@ -121,6 +125,7 @@ extension StepConfig.WeightLayout {
         case .winograd: "winograd"
         case .taps: "taps"
         case .rowTiles: "row_tiles"
+        case .s8Panels: "s8_panels"
         }
     }
 }

@@ -17,6 +17,7 @@ enum StepFactory {
         .conv2dWinograd: ([.channelsLast], [.winograd]),
         .depthwiseNHWC: ([.channelsLast], [.taps]),
         .pool2dNHWC: ([.channelsLast], [.asStored]),
+        .integerGEMM: ([.channelsFirst], [.s8Panels]),
     ]
 
     /// Families whose kernels apply a fused activation.
@@ -90,6 +91,7 @@ enum StepFactory {
         case .nonZero: return NonZeroStep(id: id, op: op)
         case .nms: return try NonMaxSuppressionStep(id: id, op: op)
         case .dynamicQuantize: return DynamicQuantizeStep(id: id, op: op)
+        case .integerGEMM: return try IntegerGEMMStep(id: id, op: op, weight: try step.weight(1))
         case .controlFlow: throw OpError("control flow is prepared with its bodies")
         }
     }
