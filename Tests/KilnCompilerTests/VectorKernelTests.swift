@@ -70,6 +70,35 @@ final class VectorKernelTests: XCTestCase {
         }
     }
 
+    /// Sums, means, L2 norms and sums of squares along a row (inner 1: sixteen float64 partial
+    /// sums) and along the middle axis (blocks of columns in registers), on every ISA including
+    /// scalar, against float64 sums in order: lengths on both sides of the blocks.
+    func testReductionsAgainstFloat64() {
+        for isa in [ISA.scalar] + variants(.reduce) {
+            let kernels = NormalizationKernels(isa)
+            for (outer, n, inner) in [(3, 1, 1), (2, 15, 1), (2, 16, 1), (1, 17, 1), (1, 16001, 1), (2, 9, 3), (1, 500, 31), (2, 7, 32),
+                                      (1, 300, 33), (1, 1000, 64), (3, 5, 70)] {
+                let x = values(outer * n * inner, Double(n + inner))
+                for op in [KILN_REDUCE_SUM, KILN_REDUCE_MEAN, KILN_REDUCE_L2, KILN_REDUCE_SUM_SQUARE] {
+                    var got = [Float](repeating: .nan, count: outer * inner)
+                    kernels.reduce(Int32(op), outer, n, inner, x, &got)
+                    var want = [Float](repeating: 0, count: outer * inner)
+                    for o in 0 ..< outer {
+                        for i in 0 ..< inner {
+                            var s = 0.0
+                            for r in 0 ..< n {
+                                let v = Double(x[(o * n + r) * inner + i])
+                                s += op == KILN_REDUCE_SUM || op == KILN_REDUCE_MEAN ? v : v * v
+                            }
+                            want[o * inner + i] = Float(op == KILN_REDUCE_MEAN ? s / Double(n) : op == KILN_REDUCE_L2 ? s.squareRoot() : s)
+                        }
+                    }
+                    assertClose(got, want, "\(isa) reduce \(op) \(outer)x\(n)x\(inner)", tolerance: 1e-5)
+                }
+            }
+        }
+    }
+
     func testNormalizationVariants() {
         for isa in variants(.softmax) {
             let (scalar, vector) = (NormalizationKernels(.scalar), NormalizationKernels(isa))
