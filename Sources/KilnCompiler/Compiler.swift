@@ -27,10 +27,10 @@ public enum Compiler {
     /// kernels, make every `gemm` a `linear` or `matmul`, recognize GELU, hard swish and attention, fold batch norms and scalar scales into convolutions, run 1-D convolutions as
     /// 2-D ones, drop window taps that read only padding, fuse epilogues, merge
     /// projections of one input, choose the layout, fold pads, fuse residuals and the activations
-    /// the layout made adjacent, lower.
+    /// the layout made adjacent (once the ops the layout left without readers are gone), lower.
     public static let defaultPipeline = [
         DeadCodeElimination.name, ConstantFolding.name, IntegerLowering.name, GemmCanonicalization.name, GeluFusion.name, HardSwishFusion.name, AttentionFusion.name, BatchNormFolding.name, ScaleFolding.name, SpatialLifting.name, DeadTapPruning.name,
-        EpilogueFusion.name, ProjectionFusion.name, ChannelsLastLayout.name, PadFolding.name, ResidualFusion.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
+        EpilogueFusion.name, ProjectionFusion.name, ChannelsLastLayout.name, PadFolding.name, ResidualFusion.name, DeadCodeElimination.name, EpilogueFusion.name, DeadCodeElimination.name, Lowering.name,
     ]
 
     /// What to compile for.

@@ -384,6 +384,40 @@ final class PassTests: XCTestCase {
         }
     }
 
+    /// A vision transformer's convolutional feed-forward (PVT-v2, SegFormer): tokens `[B, H·W, C]`
+    /// transposed and reshaped to an image for a depthwise convolution, then back, then GELU.
+    /// Tokens are the channels-last image already: the compiled plan has no transpose, the
+    /// convolution runs channels-last with the GELU in its epilogue (moved before the view back
+    /// to tokens), and every arch agrees with the interpreter.
+    func testTokensReadAsImageStayChannelsLast() async throws {
+        var b = ModelBuilder(name: "mixffn")
+        let w1 = try b.addWeight("w1", shape: [8, 16], values: values(128, 1))
+        let dw = try b.addWeight("dw", shape: [16, 1, 3, 3], values: values(144, 2))
+        let w2 = try b.addWeight("w2", shape: [16, 8], values: values(128, 3))
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [2, 20, 8]))
+        let h = try f.apply1("matmul", [x, f.use(w1)], name: "fc1")
+        let t = try f.apply1("transpose", [h], ["perm": .ints([0, 2, 1])], name: "to_channels")
+        let image = try f.apply1("reshape", [t], ["shape": .ints([2, 16, 4, 5])], name: "to_image")
+        let c = try f.apply1("conv", [image, f.use(dw)], ["group": .int(16), "pads": .ints([1, 1, 1, 1])], name: "dwconv")
+        let flat = try f.apply1("reshape", [c], ["shape": .ints([2, 16, 20])], name: "to_planes")
+        let tokens = try f.apply1("transpose", [flat], ["perm": .ints([0, 2, 1])], name: "to_tokens")
+        let g = try f.apply1("gelu", [tokens], name: "act")
+        f.output("y", try f.apply1("matmul", [g, f.use(w2)], name: "fc2"))
+        try b.add(f)
+        let model = try b.build()
+        let inputs = ["x": NDArray(shape: [2, 20, 8], scalars: values(320, 4))]
+        try await assertCompilesWithoutReference(model, inputs, "mixffn")
+        for arch in runnableArchitectures {
+            let (_, plan) = try Compiler.compile(model, options: Compiler.Options(arch: arch), sourceDigest: [UInt8](repeating: 0, count: 32))
+            let ops = plan.model.functions[0].operations
+            XCTAssertFalse(ops.contains { $0.opType == "transpose" || $0.opType == "gelu" }, "\(arch.name): \(ops.map(\.opType))")
+            let conv = try XCTUnwrap(ops.firstIndex { $0.opType == "conv" })
+            XCTAssertEqual(plan.functions[0].steps[conv].config.layout, .channelsLast, arch.name)
+            XCTAssertEqual(plan.functions[0].steps[conv].config.activation?.function, "gelu", arch.name)
+        }
+    }
+
     /// A TensorFlow-style `pad → transpose → conv` after the layout pass: the pad folds into the
     /// convolution's pads; a reflect pad and a pad of the channel dim stay.
     func testPadFolding() throws {

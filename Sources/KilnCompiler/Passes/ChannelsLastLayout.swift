@@ -83,6 +83,10 @@ public struct ChannelsLastLayout: CompilerPass {
         var boundary: [Int: Int] = [:]
         /// Twins made by a transpose, not yet part of a region.
         var madeTwins: Set<String> = []
+        /// Token sequences `[B, L, C]` read as `[B, C, L]` (a transpose [0, 2, 1]): result → source.
+        var channelsOfTokens: [String: String] = [:]
+        /// Channels-first planes merged into `[B, C, H·W]` (a reshape of a value with a twin): result → the planes.
+        var mergedPlanes: [String: String] = [:]
 
         init(function: Function, excluded: Set<String> = []) {
             self.function = function
@@ -225,6 +229,9 @@ public struct ChannelsLastLayout: CompilerPass {
                     if op.opType == "transpose", op.outputs.count == 1, let perm = try? op.attributes.ints("perm"), perm.count == 4 {
                         transposedFrom[op.outputs[0].name] = (op.inputs[0], perm)
                     }
+                    if op.opType == "transpose", op.outputs.count == 1, (try? op.attributes.ints("perm")) == [0, 2, 1] {
+                        channelsOfTokens[op.outputs[0].name] = op.inputs[0]
+                    }
                     for o in op.outputs { present.insert(o.name) }
                     out.append(op)
                 }
@@ -263,6 +270,7 @@ public struct ChannelsLastLayout: CompilerPass {
                          opType: op.opType == "global_average_pool" ? "reduce_mean" : "reduce_max")
                 return true
             case "transpose":
+                if imageAsTokens(op) { return true }
                 guard let perm = try? op.attributes.ints("perm"), isFloat4D(op.inputs[0]) || twin[op.inputs[0]] != nil else { return false }
                 if perm == ChannelsLastLayout.toFirst, exists(op.inputs[0], unit), twin[y.name] == nil {
                     // A channels-last tensor read as channels-first: the result's twin is the source.
@@ -337,10 +345,9 @@ public struct ChannelsLastLayout: CompilerPass {
                 emitLast(op, inputs: [t], attributes: a)
                 return true
             case "cast":
-                // Element by element: an activation quantized at run time keeps its order through its casts.
-                guard op.inputs.count == 1, let t = twin[op.inputs[0]], y.type.rank == 4 else { return false }
-                emitLast(op, inputs: [t])
-                return true
+                return castLast(op)
+            case "reshape":
+                return tokensAsImage(op) || noteMergedPlanes(op)
             case "identity", "dropout":
                 // Inference dropout with no mask read is the identity: the result shares the input's twin.
                 guard op.inputs.count >= 1, let t = twin[op.inputs[0]] else { return false }
@@ -371,6 +378,13 @@ public struct ChannelsLastLayout: CompilerPass {
                 return true
             }
             return false
+        }
+
+        /// A `cast` of a twin, element by element: an activation quantized at run time keeps its order through its casts.
+        mutating func castLast(_ op: Operation) -> Bool {
+            guard op.inputs.count == 1, let t = twin[op.inputs[0]], op.outputs[0].type.rank == 4 else { return false }
+            emitLast(op, inputs: [t])
+            return true
         }
 
         /// A channel split (a C2f block's halves) along axis 3 of the input's twin `t`, every part a twin.

@@ -49,6 +49,17 @@ public struct EpilogueFusion: CompilerPass {
                         fused.inputs.append(other)
                     } else if unfused, let activation = UnaryFunction.of(consumer), activation.function.isActivation {
                         unit.configure(op, in: fn) { $0.activation = activation.fusedActivation }
+                    } else if unfused, EpilogueFusion.views.contains(consumer.opType), uses.isPrivate(consumer.outputs[0].name),
+                              let ai = uses.readers[consumer.outputs[0].name]?.first, !removed.contains(ai),
+                              let activation = UnaryFunction.of(f.operations[ai]), activation.function.isActivation,
+                              f.operations[ai].outputs.count == 1 {
+                        // y = op(…); v = reshape(y); a = gelu(v): the activation is elementwise, so it
+                        // applies before the view as well — in op's epilogue, the view then making a.
+                        unit.configure(op, in: fn) { $0.activation = activation.fusedActivation }
+                        f.operations[ci].outputs = f.operations[ai].outputs
+                        removed.insert(ai)
+                        changed = true
+                        continue
                     } else {
                         continue
                     }
@@ -65,6 +76,9 @@ public struct EpilogueFusion: CompilerPass {
             unit.model.functions[fi] = f
         }
     }
+
+    /// Ops that only view their input (an activation after one moves before it).
+    static let views = OpSet.ops(in: .view)
 
     /// Whether `op`'s result is read exactly by `sigmoid` and the `mul` of the two (a SiLU).
     func isSiLU(_ op: Operation, _ uses: UseIndex, _ f: Function) -> Bool { siluParts(op, uses, f) != nil }
