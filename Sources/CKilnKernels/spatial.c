@@ -50,10 +50,15 @@ void kiln_f32_col2im__scalar(size_t channels, size_t h, size_t w, size_t kh, siz
                     if (oy < 0 || oy >= (long)oh) continue;
                     float *yr = yc + (size_t)oy * ow;
                     const float *src = row + iy * w;
-                    const long off = (long)(kx * dw) - (long)pl;
-                    for (size_t ix = 0; ix < w; ix++) {
-                        const long ox = (long)(ix * sw) + off;
-                        if (ox >= 0 && ox < (long)ow) yr[ox] += src[ix];
+                    // The pixels whose ox = ix·sw + off falls inside the row, then no test per pixel.
+                    const long off = (long)(kx * dw) - (long)pl, step = (long)sw;
+                    const long lo = off >= 0 ? 0 : (-off + step - 1) / step;
+                    long hi = (long)ow - off <= 0 ? 0 : ((long)ow - off + step - 1) / step;
+                    if (hi > (long)w) hi = (long)w;
+                    if (step == 1) {
+                        for (long ix = lo; ix < hi; ix++) yr[ix + off] += src[ix];
+                    } else {
+                        for (long ix = lo; ix < hi; ix++) yr[ix * step + off] += src[ix];
                     }
                 }
             }

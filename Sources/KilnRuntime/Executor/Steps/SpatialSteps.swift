@@ -151,6 +151,8 @@ struct ConvTransposeStep: StepKernel, @unchecked Sendable {
         pb.kind = Int32(KILN_B_F32); pb.k = cinG; pb.n = pixels; pb.nr = nr
         let gemm = PackedGEMM(b: pb, ukernel: ukernel, mr: tile.mr)
         let chunks = gemm.chunks(m: rows, threads: context.threads)
+        // col2im, the bias and the zeros it starts from, per output channel: channels split across threads.
+        let channelParts = splitRanges(coutG, parts: context.threads > 1 ? workChunks(context.threads) : 1)
         let (weightT, group, window, threads, scratchSlot) = (weightT, group, window, context.threads, context.scratchSlot)
         return BoundStep { slots in
             let cols = slots[scratchSlot].assumingMemoryBound(to: Float.self)
@@ -158,7 +160,7 @@ struct ConvTransposeStep: StepKernel, @unchecked Sendable {
             var g = gemm
             g.b.data = UnsafeRawPointer(packed)
             let out = y.floats(slots)
-            out.initialize(repeating: 0, count: y.count)
+            let b = bias?.floats(slots)
             weightT.withUnsafeBufferPointer { wt in
                 for n in 0 ..< batch {
                     for gi in 0 ..< group {
@@ -166,17 +168,21 @@ struct ConvTransposeStep: StepKernel, @unchecked Sendable {
                         kiln_f32_pack_b(cinG, pixels, nr, xi, pixels, 1, packed)
                         g.run(a: wt.baseAddress! + gi * rows * cinG, lda: cinG, c: cols, ldc: pixels, chunks: chunks, epilogue: kiln_epilogue(),
                               scratch: nil, threads: threads)
-                        kiln_f32_col2im__scalar(coutG, h, w, kh, kw, window.strides[0], window.strides[1], window.dilations[0], window.dilations[1],
-                                                padBegin[0], padBegin[1], oh, ow, cols, out + (n * coutG * group + gi * coutG) * oh * ow)
+                        let first = n * coutG * group + gi * coutG
+                        parallelFor(channelParts.count, threads: threads) { i in
+                            let r = channelParts[i]
+                            let planes = out + (first + r.lowerBound) * oh * ow
+                            planes.initialize(repeating: 0, count: r.count * oh * ow)
+                            kiln_f32_col2im__scalar(r.count, h, w, kh, kw, window.strides[0], window.strides[1], window.dilations[0],
+                                                    window.dilations[1], padBegin[0], padBegin[1], oh, ow, cols + r.lowerBound * kh * kw * pixels, planes)
+                            guard let b else { return }
+                            for c in r {
+                                let plane = out + (first + c) * oh * ow, v = b[gi * coutG + c]
+                                for i in 0 ..< oh * ow { plane[i] += v }
+                            }
+                        }
                     }
                 }
-            }
-            if let bias {
-                let b = bias.floats(slots)
-                for n in 0 ..< batch { for c in 0 ..< coutG * group {
-                    let plane = out + (n * coutG * group + c) * oh * ow
-                    for i in 0 ..< oh * ow { plane[i] += b[c] }
-                } }
             }
         }
     }
