@@ -3,7 +3,7 @@
 converted, compiled for the host, checked against onnxruntime and timed against onnxruntime and
 OpenVINO in alternating rounds. Writes bench/zoo/report.md and bench/zoo/report.json.
 
-    python3 bench/zoo/run.py [--kiln PATH] [--only NAME ...] [--rounds 3] [--repeat 20] [--threads 2]
+    python3 bench/zoo/run.py [--kiln PATH] [--only NAME ...] [--rounds 5] [--repeat 20] [--threads 2]
 
 A failure (export, convert, compile, run, a crash with its signal, a numeric mismatch, a peer's
 error) is a row of the report; the run goes on. The report is rewritten after every model.
@@ -692,7 +692,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", default=os.path.join(zooenv.ROOT, ".build/release/kiln"))
     ap.add_argument("--only", nargs="*", default=[], metavar="NAME")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-fetch", action="store_true", help="use the models already in .build/zoo (skip export.py and wheels.py)")
