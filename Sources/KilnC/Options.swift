@@ -68,6 +68,11 @@ public func kiln_options_set_max_arch(_ p: OpaquePointer?, _ arch: UnsafePointer
     setOption(p) { $0.options.maxArchitecture = arch.map { String(cString: $0) } }
 }
 
+@_cdecl("kiln_options_set_frequent_reshapes")
+public func kiln_options_set_frequent_reshapes(_ p: OpaquePointer?, _ frequent: Int32) -> Int32 {
+    setOption(p) { $0.options.expectFrequentReshapes = frequent != 0 }
+}
+
 @_cdecl("kiln_options_set_verify")
 public func kiln_options_set_verify(_ p: OpaquePointer?, _ verify: Int32) -> Int32 {
     setOption(p) { $0.options.verifyChecksums = verify != 0 }

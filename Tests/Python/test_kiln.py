@@ -67,6 +67,11 @@ check(m.architecture == kiln.host_architecture(), m.architecture)
 check("chosen" in m.explanation, m.explanation)
 expected = cli_outputs(compiled, {"features": features})
 check(same(m.run({"features": features}), expected), "artifact outputs")
+# With frequent reshapes every batch size runs the one generic plan: the same outputs as shape plans.
+reshaping = kiln.load(compiled, threads=2, frequent_reshapes=True)
+for rows in range(1, 6):
+    x = np.random.default_rng(rows).standard_normal((rows, 64)).astype(np.float32)
+    check(same(reshaping.run({"features": x}), m.run({"features": x})), f"frequent reshapes, batch {rows}")
 # A non-contiguous input gives the same result as its contiguous copy.
 wide = np.repeat(features, 2, axis=1)[:, ::2]
 check(same(m.run({"features": wide}), m.run({"features": np.ascontiguousarray(wide)})), "strided input")

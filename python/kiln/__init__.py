@@ -60,6 +60,7 @@ def _load_library() -> ctypes.CDLL:
         "kiln_options_set_cache_dir": (c.c_int, [p, c.c_char_p]),
         "kiln_options_set_max_arch": (c.c_int, [p, c.c_char_p]),
         "kiln_options_set_verify": (c.c_int, [p, c.c_int]),
+        "kiln_options_set_frequent_reshapes": (c.c_int, [p, c.c_int]),
         "kiln_model_load": (c.c_int, [c.c_char_p, p, c.POINTER(p)]),
         "kiln_model_free": (None, [p]),
         "kiln_model_copy_error": (c.c_size_t, [p, c.c_char_p, c.c_size_t]),
@@ -274,13 +275,15 @@ def _outputs(out: ctypes.c_void_p) -> Dict[str, np.ndarray]:
 
 def load(path: Union[str, os.PathLike], model: Optional[str] = None, threads: Optional[int] = None,
          key: Optional[Union[str, os.PathLike]] = None, cache_dir: Optional[Union[str, os.PathLike]] = None,
-         max_arch: Optional[str] = None, verify: bool = True) -> Model:
+         max_arch: Optional[str] = None, verify: bool = True, frequent_reshapes: bool = False) -> Model:
     """Loads a package (``Name.kiln``), compiled artifact, archive or directory of them, as
     ``Model.load`` does: the best artifact for this host, else the package specialized.
 
     ``model`` picks one model of a directory; ``threads`` per run (default: all cores); ``key``
     is the key file of encrypted artifacts; ``cache_dir`` the specialization cache; ``max_arch``
-    caps the arch; ``verify=False`` skips weight checksums."""
+    caps the arch; ``verify=False`` skips weight checksums; ``frequent_reshapes=True`` runs every
+    input shape through one generic plan instead of building a shape plan per new shape (for
+    functions whose dims change on most runs)."""
     options = _lib.kiln_options_create()
     try:
         if model is not None:
@@ -294,6 +297,7 @@ def load(path: Union[str, os.PathLike], model: Optional[str] = None, threads: Op
         if max_arch is not None:
             _check(_lib.kiln_options_set_max_arch(options, _bytes(max_arch)))
         _check(_lib.kiln_options_set_verify(options, 1 if verify else 0))
+        _check(_lib.kiln_options_set_frequent_reshapes(options, 1 if frequent_reshapes else 0))
         handle = ctypes.c_void_p()
         _check(_lib.kiln_model_load(_bytes(path), options, ctypes.byref(handle)))
         return Model(handle, os.fspath(path))
