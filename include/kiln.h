@@ -74,8 +74,8 @@ kiln_status kiln_options_set_key_file(kiln_options *options, const char *path); 
 kiln_status kiln_options_set_cache_dir(kiln_options *options, const char *path);  /* specialization cache */
 kiln_status kiln_options_set_max_arch(kiln_options *options, const char *arch);   /* never choose above it */
 kiln_status kiln_options_set_verify(kiln_options *options, int verify);           /* default 1 */
-/* 1: every input shape runs through one generic plan (no shape plan built per new input shapes),
- * for functions whose dims change on most runs; default 0. */
+/* 1: input sizes change on most runs (a growing cache): plans derived for new sizes are not
+ * cached; default 0. Either way a new size is planned from the previous one. */
 kiln_status kiln_options_set_frequent_reshapes(kiln_options *options, int frequent);
 
 /* Models. */

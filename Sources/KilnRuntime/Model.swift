@@ -25,8 +25,9 @@ public struct ModelLoadOptions: Sendable {
     public var maxArchitecture: String? = nil
     /// Threads a compiled function may use per call (default: the number of cores).
     public var threads = ProcessInfo.processInfo.activeProcessorCount
-    /// Run every input shape through one generic plan instead of building a plan per
-    /// concrete input-shape signature (for callers whose shapes change on most calls).
+    /// Input sizes change on most calls (a language model's growing cache): a plan derived
+    /// for new sizes serves as the base of the next one and is not cached, so it does not push
+    /// out plans of signatures that recur. New sizes are derived from the previous plan either way.
     public var expectFrequentReshapes = false
     /// The cache a directory's portable package is specialized into when no artifact fits
     /// (default: ``SpecializationCache/defaultDirectory``).

@@ -17,7 +17,7 @@ enum BenchCommand {
             OptionSpec(names: ["--warmup"], valueName: "N", help: "Untimed runs after the first (default 3)."),
             OptionSpec(names: ["--repeat"], valueName: "N", help: "Timed runs (default 20)."),
             OptionSpec(names: ["--time"], valueName: "SECONDS", help: "Run for this long instead of a fixed count."),
-            OptionSpec(names: ["--frequent-reshapes"], valueName: nil, help: "Run every shape through one generic plan (no plan per input shapes)."),
+            OptionSpec(names: ["--frequent-reshapes"], valueName: nil, help: "Input sizes change on most runs: plans derived for new sizes are not cached."),
             OptionSpec(names: ["--cold"], valueName: nil, help: "Also measure a cold load (file pages dropped from the cache first)."),
             OptionSpec(names: ["--load"], valueName: nil, help: "Measure loading only: verified (memo empty), unverified, and warm (memo hit)."),
             OptionSpec(names: ["--json"], valueName: nil, help: "Print JSON instead of a table."),

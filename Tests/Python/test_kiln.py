@@ -67,7 +67,7 @@ check(m.architecture == kiln.host_architecture(), m.architecture)
 check("chosen" in m.explanation, m.explanation)
 expected = cli_outputs(compiled, {"features": features})
 check(same(m.run({"features": features}), expected), "artifact outputs")
-# With frequent reshapes every batch size runs the one generic plan: the same outputs as shape plans.
+# With frequent reshapes each batch size runs a plan derived from the previous one: the same outputs as cached plans.
 reshaping = kiln.load(compiled, threads=2, frequent_reshapes=True)
 for rows in range(1, 6):
     x = np.random.default_rng(rows).standard_normal((rows, 64)).astype(np.float32)

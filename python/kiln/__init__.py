@@ -281,9 +281,9 @@ def load(path: Union[str, os.PathLike], model: Optional[str] = None, threads: Op
 
     ``model`` picks one model of a directory; ``threads`` per run (default: all cores); ``key``
     is the key file of encrypted artifacts; ``cache_dir`` the specialization cache; ``max_arch``
-    caps the arch; ``verify=False`` skips weight checksums; ``frequent_reshapes=True`` runs every
-    input shape through one generic plan instead of building a shape plan per new shape (for
-    functions whose dims change on most runs)."""
+    caps the arch; ``verify=False`` skips weight checksums; ``frequent_reshapes=True`` says
+    that input sizes change on most runs (a language model's growing cache): plans derived for
+    new sizes are then not cached. Either way a new size is planned from the previous one."""
     options = _lib.kiln_options_create()
     try:
         if model is not None:

@@ -27,9 +27,17 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     let inputSlots: [Int]
     let outputSlots: [Int]
     let threads: Int
-    /// One generic plan for every shape instead of a plan per input-shape signature.
+    /// Shapes are expected to change from run to run: plans derived for new sizes serve as the
+    /// base of the next derivation but are not cached (see ``execute(_:)``).
     let frequentReshapes: Bool
     private let plans = PlanCache(capacity: 8)
+    /// The newest plan derived under `frequentReshapes`.
+    private let current = PlanCache(capacity: 1)
+    let arenas: ArenaPool
+    /// Steps that are concats a shape plan may have convolutions write into (``ShapePlan``).
+    let lastAxisConcatCandidates: [Int]
+    /// Runs made generically (recording or not).
+    let genericRuns = Counter()
     let profile: StepProfile?
 
     deinit {
@@ -48,6 +56,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         self.threads = max(1, threads)
         self.frequentReshapes = frequentReshapes
         slotCount = fp.slotCount
+        arenas = ArenaPool(slotCount: fp.slotCount)
         inputSlots = fp.inputSlots
         outputSlots = fp.outputSlots
         let kernels = try fp.steps.map { s -> KernelID in
@@ -95,6 +104,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
             }
         }
         self.steps = steps
+        lastAxisConcatCandidates = steps.indices.filter { (steps[$0].kernel as? CopyStep)?.op.opType == "concat" && steps[$0].outputs.count == 1 }
         profile = getenv("KILN_PROFILE") != nil ? StepProfile(steps.count) : nil
     }
 
@@ -120,13 +130,16 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     }
 
     /// Runs on arrays in signature order, already checked and widened.
+    ///
+    /// A new input-shape signature gets a plan derived from the newest plan with the same input
+    /// types and ranks (``Recording/derived(_:_:)``: steps revisited only downstream of a changed
+    /// size, then bound); only when there is none, or its shapes depend on data, is the run
+    /// generic and recorded. Plans are cached by signature (the 8 newest); with
+    /// `frequentReshapes` a derived plan is kept only as the base of the next one.
     func execute(_ args: [NDArray]) throws -> [String: NDArray] {
-        if frequentReshapes {
-            profile?.countRun()
-            return try runGeneric(args, recording: nil)
-        }
         let key = ShapeKey(args)
-        switch plans.entry(for: key) {
+        let cached = plans.entry(for: key) ?? current.entry(for: key)
+        switch cached {
         case .plan(let plan)?:
             do {
                 return try plan.run(args, executor: self)
@@ -144,8 +157,23 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
             profile?.countRun()
             return try runGeneric(args, recording: nil)
         case nil:
-            return try record(key, args)
+            guard let plan = derive(key, args) else { return try record(key, args) }
+            do {
+                return try plan.run(args, executor: self)
+            } catch is PlanMismatch {
+                return try record(key, args)
+            }
         }
+    }
+
+    /// A plan for `key` derived from the newest one like it, kept; `nil` when none can be.
+    private func derive(_ key: ShapeKey, _ args: [NDArray]) -> ShapePlan? {
+        guard let base = current.latest(like: key) ?? plans.latest(like: key) else { return nil }
+        let started = profile == nil ? 0 : DispatchTime.now().uptimeNanoseconds
+        guard let recording = try? base.recording.derived(self, args), let plan = try? ShapePlan(self, recording, base: base) else { return nil }
+        if frequentReshapes { current.insert(key, .plan(plan)) } else { plans.insert(key, .plan(plan)) }
+        profile?.countDerived(DispatchTime.now().uptimeNanoseconds - started)
+        return plan
     }
 
     /// Runs generically, recording, and keeps the plan built from the record for `key`.
@@ -160,13 +188,13 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         return outputs
     }
 
-    /// The shape plans built so far: for each, why it runs generically (or `nil`), its arena
-    /// size and the steps that fell back to the reference kernel.
-    var planReports: [(generic: String?, arenaBytes: Int, fallbacks: [String])] {
-        plans.all.map {
+    /// The shape plans kept: for each, why it runs generically (or `nil`), its arena size, the
+    /// steps that fell back to the reference kernel, and whether it was derived for new sizes.
+    var planReports: [(generic: String?, arenaBytes: Int, fallbacks: [String], derived: Bool)] {
+        (plans.all + current.all).map {
             switch $0 {
-            case .plan(let p): return (nil, p.arenaBytes, p.fallbacks)
-            case .generic(let reason): return (reason, 0, [])
+            case .plan(let p): return (nil, p.arenaBytes, p.fallbacks, p.recording.derived)
+            case .generic(let reason): return (reason, 0, [], false)
             }
         }
     }
@@ -175,6 +203,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     /// shapes and foldable values when `recording` is given.
     func runGeneric(_ args: [NDArray], recording: Recording?) throws -> [String: NDArray] {
         profile?.countRun(generic: true)
+        genericRuns.next()
         var values = [NDArray?](repeating: nil, count: slotCount)
         for (s, v) in constants { values[s] = v; recording?.known[s] = v }
         for (s, x) in zip(inputSlots, args) {
@@ -207,7 +236,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     }
 
     /// One step on arrays: its kernel when the output shapes follow from the inputs, else the reference kernel.
-    private func runStep(_ step: Step, _ inputs: [NDArray?]) throws -> [NDArray] {
+    func runStep(_ step: Step, _ inputs: [NDArray?]) throws -> [NDArray] {
         if step.kernel is ReferenceStep { return try step.reference(inputs) }
         let operands = inputs.enumerated().map { i, x in x.map { Operand(slot: i, shape: $0.shape, dtype: $0.scalarType, value: $0) } }
         guard let types = try step.kernel.outputTypes(operands) else { return try step.kernel.evaluate(inputs) ?? step.reference(inputs) }
@@ -257,6 +286,16 @@ final class PlanCache: @unchecked Sendable {
 
     func entry(for key: ShapeKey) -> Entry? { lock.withLock { entries[key] } }
 
+    /// The newest plan whose inputs have `key`'s types and ranks.
+    func latest(like key: ShapeKey) -> ShapePlan? {
+        lock.withLock {
+            for k in order.reversed() where k.dtypes == key.dtypes && k.shapes.map(\.count) == key.shapes.map(\.count) {
+                if case .plan(let p)? = entries[k] { return p }
+            }
+            return nil
+        }
+    }
+
     /// Counts a run whose values did not fit `key`'s plan; returns how many did before it.
     func mismatch(_ key: ShapeKey) -> Int {
         lock.withLock {
@@ -283,7 +322,7 @@ final class PlanCache: @unchecked Sendable {
 /// (their steps are reported only when no run was planned).
 final class StepProfile: @unchecked Sendable {
     private var nanoseconds: [UInt64], genericNanoseconds: [UInt64]
-    private var runs = 0, genericRuns = 0
+    private var runs = 0, genericRuns = 0, derived = 0, derivedNanoseconds: UInt64 = 0
     private let lock = NSLock()
 
     init(_ count: Int) {
@@ -297,6 +336,9 @@ final class StepProfile: @unchecked Sendable {
 
     func countRun(generic: Bool = false) { lock.withLock { if generic { genericRuns += 1 } else { runs += 1 } } }
 
+    /// A plan derived for new sizes, and the time taken to derive and bind it.
+    func countDerived(_ ns: UInt64) { lock.withLock { derived += 1; derivedNanoseconds += ns } }
+
     func report(_ names: [String], notes: [String]) {
         let planned = runs > 0 || genericRuns == 0
         let times = planned ? nanoseconds : genericNanoseconds
@@ -306,6 +348,9 @@ final class StepProfile: @unchecked Sendable {
         var lines = "profile: \(planned ? self.runs : 0) planned runs, \(ms(planned ? total : 0, runs)) ms per run in steps\n"
         if genericRuns > 0 {
             lines += "  \(genericRuns) generic run\(genericRuns == 1 ? "" : "s") (shapes worked out step by step): \(ms(genericNanoseconds.reduce(0, +), genericRuns)) ms per run\(planned ? ", not counted below" : "; below")\n"
+        }
+        if derived > 0 {
+            lines += "  \(derived) plan\(derived == 1 ? "" : "s") derived for new sizes: \(ms(derivedNanoseconds, derived)) ms each, not counted below\n"
         }
         let top = getenv("KILN_PROFILE_TOP").flatMap { Int(String(cString: $0)) } ?? 25
         for (i, ns) in times.enumerated().sorted(by: { $0.1 > $1.1 }).prefix(max(top, 0)) where ns > 0 {

@@ -11,6 +11,8 @@ final class Recording {
     var dtypes: [DataType?]
     /// Values fixed by the input shapes alone.
     var known: [NDArray?]
+    /// Whether this record was derived from another's (no generic run made it).
+    var derived = false
     /// Set when an op's result shape depends on input data too large to guard (the signature then runs generically).
     var dataDependentShape: String?
     /// Run-time values that decide a later step's shapes (a shape tensor computed from data): the
@@ -71,28 +73,45 @@ final class ShapePlan: @unchecked Sendable {
     }
 
     private let steps: [PlannedStep]
-    private let slotCount: Int
     /// Slots that read a run input, by input index.
     private let inputSlots: [(slot: Int, input: Int, offset: Int)]
     /// Slot table entries fixed for every run (constants); arena offsets are added per arena.
-    private let fixed: [(slot: Int, pointer: UnsafeMutableRawPointer)]
-    private let arenaSlots: [(slot: Int, offset: Int)]
+    let fixed: [(slot: Int, pointer: UnsafeMutableRawPointer)]
+    let arenaSlots: [(slot: Int, offset: Int)]
     private let outputs: [(name: String, slot: Int, shape: [Int], dtype: DataType)]
     /// Per output, the slots (with their byte offsets) of the arena buffer it alone occupies, or
     /// nil: such an output is allocated per run and its producers write into it (no copy out).
     private let direct: [[(slot: Int, offset: Int)]?]
     /// The arena's size in bytes, scratch included.
     let arenaBytes: Int
-    private let scratchOffset: Int
+    let scratchOffset: Int
+    let slotCount: Int
     private let constants: [NDArray]
-    private let pool = ArenaPool()
+    /// What the plan was built from: the base from which plans for other sizes are derived.
+    let recording: Recording
+    /// Tells apart the plans an arena's slot table was filled for.
+    let serial = ShapePlan.nextSerial()
     /// Steps left after folding, and why any runs the reference kernel.
     let fallbacks: [String]
+    /// Each planned step's binding by step index, for plans derived from this one: a step whose
+    /// operands are the same there keeps its binding (bound steps read memory only through the
+    /// slot table, so offsets do not matter).
+    private let bindings: [Int: Binding]
 
-    init(_ executor: FunctionExecutor, _ recording: Recording) throws {
+    struct Binding {
+        var inputs: [Operand?]
+        var outputs: [Operand]
+        var bound: BoundStep
+        var scratchBytes: Int
+        var fallback: String?
+    }
+
+    /// Plans `recording`; steps with the same operands as in `base` keep their bindings.
+    init(_ executor: FunctionExecutor, _ recording: Recording, base: ShapePlan? = nil) throws {
         if let reason = recording.dataDependentShape { throw OpError(reason) }
         let slotCount = executor.slotCount
         self.slotCount = slotCount
+        self.recording = recording
         var location = [Location?](repeating: nil, count: slotCount)
         var kept: [NDArray] = []
         for s in 0 ..< slotCount {
@@ -117,7 +136,7 @@ final class ShapePlan: @unchecked Sendable {
         // The last step reading each slot, and per root the last read of any slot in it: an
         // elementwise step may write over an input whose memory nothing reads afterwards.
         var lastRead = [Int](repeating: -1, count: slotCount)
-        for (i, step) in executor.steps.enumerated() { for s in step.inputs where s >= 0 { lastRead[s] = max(lastRead[s], i) } }
+        for i in executor.steps.indices { for s in executor.steps[i].inputs where s >= 0 { lastRead[s] = max(lastRead[s], i) } }
         for s in executor.outputSlots { lastRead[s] = Int.max }
         var rootReads: [Int] = []
         // Where in its root, input or constant a slot starts (views of a slice start inside).
@@ -135,10 +154,11 @@ final class ShapePlan: @unchecked Sendable {
             join(s, rootBytes.count - 1)
         }
         var producer = [Int](repeating: -1, count: slotCount)
-        for (i, step) in executor.steps.enumerated() { for s in step.outputs { producer[s] = i } }
+        for i in executor.steps.indices { for s in executor.steps[i].outputs { producer[s] = i } }
         let sliceOf = ShapePlan.concatSlices(executor, recording, operand: operand, producer: producer, lastRead: lastRead)
-        for (i, step) in executor.steps.enumerated() {
-            if step.outputs.allSatisfy({ recording.known[$0] != nil }) { continue }
+        for i in executor.steps.indices {
+            if executor.steps[i].outputs.allSatisfy({ recording.known[$0] != nil }) { continue }
+            let step = executor.steps[i]
             let inputs = step.inputs.map { operand($0) }
             for s in step.inputs { use(s, at: i) }
             // Views and contiguous slices take their source's memory (at an offset): no step runs.
@@ -188,14 +208,14 @@ final class ShapePlan: @unchecked Sendable {
         }
         for s in executor.outputSlots { use(s, at: Int.max) }
         var (offsets, end) = ShapePlan.placeRoots(bytes: rootBytes, first: rootFirst, last: rootLast)
-        var context = BindContext(threads: executor.threads, scratchSlot: slotCount)
-        let (bound, fallbacks) = try ShapePlan.bind(planned, executor, &context)
+        let (bound, bindings, scratchBytes) = try ShapePlan.bind(planned, executor, base: base?.bindings ?? [:])
         let steps = ShapePlan.guarded(bound, recording.guards, executor)
         scratchOffset = end
-        end += context.scratchBytes
+        end += scratchBytes
         arenaBytes = max(end, 64)
         self.steps = steps
-        self.fallbacks = fallbacks
+        self.bindings = bindings
+        fallbacks = planned.compactMap { bindings[$0.index]?.fallback }
         constants = kept + Array(executor.constants.values)
         (fixed, arenaSlots, inputSlots) = ShapePlan.slotTable(location, byteOffset: byteOffset, offsets: offsets, constants: executor.constants)
         outputs = try zip(executor.function.outputs, executor.outputSlots).map { arg, s in
@@ -211,7 +231,8 @@ final class ShapePlan: @unchecked Sendable {
     private static func concatSlices(_ executor: FunctionExecutor, _ recording: Recording, operand: (Int) -> Operand?, producer: [Int],
                                      lastRead: [Int]) -> [Int: (step: Int, at: Int, width: Int)] {
         var sliceOf: [Int: (step: Int, at: Int, width: Int)] = [:]
-        for (j, step) in executor.steps.enumerated() {
+        for j in executor.lastAxisConcatCandidates {
+            let step = executor.steps[j]
             guard let copy = step.kernel as? CopyStep, copy.op.opType == "concat", step.outputs.count == 1, let y = operand(step.outputs[0]),
                   y.dtype == .float32, y.shape.count >= 2, let a = try? copy.op.attributes.int("axis", 0),
                   (try? OpSet.normalize(axis: a, rank: y.shape.count)) == y.shape.count - 1 else { continue }
@@ -232,38 +253,58 @@ final class ShapePlan: @unchecked Sendable {
     /// (steps `first ... last`); also the end of the last buffer.
     private static func placeRoots(bytes: [Int], first: [Int], last: [Int]) -> (offsets: [Int], end: Int) {
         var offsets = [Int](repeating: 0, count: bytes.count)
+        let size = bytes.map { ($0 + 63) / 64 * 64 }
+        // Buffers placed so far, by offset: each new one is checked against those whose lifetime
+        // overlaps its own, lowest offset first.
         var placed: [Int] = []
+        placed.reserveCapacity(bytes.count)
         for r in bytes.indices.sorted(by: { (bytes[$0], $1) > (bytes[$1], $0) }) {
-            let size = (bytes[r] + 63) / 64 * 64
-            let overlapping = placed.filter { first[$0] <= last[r] && first[r] <= last[$0] }
-                .map { (offsets[$0], (bytes[$0] + 63) / 64 * 64) }.sorted { $0.0 < $1.0 }
             var offset = 0
-            for (o, n) in overlapping where o < offset + size && offset < o + n {
-                offset = max(offset, o + n)
+            for q in placed where first[q] <= last[r] && first[r] <= last[q] && offsets[q] < offset + size[r] && offset < offsets[q] + size[q] {
+                offset = offsets[q] + size[q]
             }
             offsets[r] = offset
-            placed.append(r)
+            let at = placed.firstIndex { offsets[$0] > offset } ?? placed.count
+            placed.insert(r, at: at)
         }
-        return (offsets, bytes.indices.map { offsets[$0] + (bytes[$0] + 63) / 64 * 64 }.max() ?? 0)
+        return (offsets, bytes.indices.map { offsets[$0] + size[$0] }.max() ?? 0)
     }
 
-    /// Binds each planned step to its shapes; a step whose kernel does not fit them runs the reference kernel.
+    /// Binds each planned step to its shapes (or takes its binding from `base` when its operands
+    /// are the same); a step whose kernel does not fit them runs the reference kernel. Returns the
+    /// steps, the bindings by step index and the scratch the steps need.
     private static func bind(_ planned: [(index: Int, inputs: [Operand?], outputs: [Operand])], _ executor: FunctionExecutor,
-                             _ context: inout BindContext) throws -> (steps: [PlannedStep], fallbacks: [String]) {
+                             base: [Int: Binding]) throws -> (steps: [PlannedStep], bindings: [Int: Binding], scratchBytes: Int) {
         var steps: [PlannedStep] = []
-        var fallbacks: [String] = []
+        var bindings: [Int: Binding] = [:]
+        var scratchBytes = 0
+        steps.reserveCapacity(planned.count)
+        bindings.reserveCapacity(planned.count)
         for p in planned {
-            let step = executor.steps[p.index]
-            do {
-                steps.append(PlannedStep(index: p.index, bound: try step.kernel.bind(p.inputs, p.outputs, &context)))
-                if step.kernel is ReferenceStep { fallbacks.append("\(step.name): reference") }
-            } catch let e as OpError {
-                let fallback = ReferenceStep(kernel: step.reference, fallback: e.reason)
-                steps.append(PlannedStep(index: p.index, bound: try fallback.bind(p.inputs, p.outputs, &context)))
-                fallbacks.append("\(step.name): \(step.kernel.id) does not fit (\(e.reason)); reference")
+            var binding: Binding
+            if let b = base[p.index], Operand.same(b.inputs, p.inputs), Operand.same(b.outputs, p.outputs) {
+                binding = b
+            } else {
+                let kernel = executor.steps[p.index].kernel
+                var context = BindContext(threads: executor.threads, scratchSlot: executor.slotCount)
+                do {
+                    let bound = try kernel.bind(p.inputs, p.outputs, &context)
+                    let fallback = kernel is ReferenceStep ? "\(executor.steps[p.index].name): reference" : nil
+                    binding = Binding(inputs: p.inputs, outputs: p.outputs, bound: bound, scratchBytes: context.scratchBytes, fallback: fallback)
+                } catch let e as OpError {
+                    let step = executor.steps[p.index]
+                    let fallback = ReferenceStep(kernel: step.reference, fallback: e.reason)
+                    context = BindContext(threads: executor.threads, scratchSlot: executor.slotCount)
+                    let bound = try fallback.bind(p.inputs, p.outputs, &context)
+                    binding = Binding(inputs: p.inputs, outputs: p.outputs, bound: bound, scratchBytes: context.scratchBytes,
+                                      fallback: "\(step.name): \(step.kernel.id) does not fit (\(e.reason)); reference")
+                }
             }
+            scratchBytes = max(scratchBytes, binding.scratchBytes)
+            bindings[p.index] = binding
+            steps.append(PlannedStep(index: p.index, bound: binding.bound))
         }
-        return (steps, fallbacks)
+        return (steps, bindings, scratchBytes)
     }
 
     /// The steps with a check of each guarded value before the first step at or after the one that reads it.
@@ -343,8 +384,8 @@ final class ShapePlan: @unchecked Sendable {
 
     /// Runs the plan on inputs of the planned shapes.
     func run(_ args: [NDArray], executor: FunctionExecutor) throws -> [String: NDArray] {
-        let arena = pool.take() ?? Arena(self)
-        defer { pool.give(arena) }
+        let arena = executor.arenas.take(for: self)
+        defer { executor.arenas.give(arena) }
         let slots = arena.slots
         for (s, i, o) in inputSlots { slots[s] = args[i].unsafeBase + o }
         var results: [NDArray?] = []
@@ -380,34 +421,5 @@ final class ShapePlan: @unchecked Sendable {
             out[o.name] = y
         }
         return out
-    }
-
-    /// One run's memory: the arena and its slot table.
-    final class Arena {
-        let memory: UnsafeMutableRawPointer
-        let slots: SlotTable
-
-        init(_ plan: ShapePlan) {
-            memory = UnsafeMutableRawPointer.allocate(byteCount: plan.arenaBytes, alignment: 64)
-            slots = SlotTable.allocate(capacity: plan.slotCount + 1)
-            slots.initialize(repeating: memory, count: plan.slotCount + 1)
-            for (s, p) in plan.fixed { slots[s] = p }
-            for (s, o) in plan.arenaSlots { slots[s] = memory + o }
-            slots[plan.slotCount] = memory + plan.scratchOffset
-        }
-
-        deinit {
-            memory.deallocate()
-            slots.deallocate()
-        }
-    }
-
-    /// Arenas not in use, so overlapping runs each have one and steady runs allocate none.
-    final class ArenaPool: @unchecked Sendable {
-        private var free: [Arena] = []
-        private let lock = NSLock()
-
-        func take() -> Arena? { lock.withLock { free.popLast() } }
-        func give(_ a: Arena) { lock.withLock { if free.count < 4 { free.append(a) } } }
     }
 }

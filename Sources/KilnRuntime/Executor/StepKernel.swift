@@ -27,6 +27,24 @@ struct Operand: @unchecked Sendable {
     @inline(__always) func floats(_ slots: SlotTable) -> UnsafeMutablePointer<Float> { slots[slot].assumingMemoryBound(to: Float.self) }
 }
 
+extension Operand {
+    /// Whether a step bound to `a` may run as bound to `b`: the same slots, shapes, types and
+    /// row strides, and the very same known values.
+    static func same(_ a: Operand?, _ b: Operand?) -> Bool {
+        guard let a, let b else { return a == nil && b == nil }
+        return a.slot == b.slot && a.dtype == b.dtype && a.rowStride == b.rowStride && a.inPlace == b.inPlace && a.shape == b.shape
+            && a.value?.unsafeBase == b.value?.unsafeBase
+    }
+
+    static func same(_ a: [Operand?], _ b: [Operand?]) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { same($0, $1) }
+    }
+
+    static func same(_ a: [Operand], _ b: [Operand]) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { same($0, $1) }
+    }
+}
+
 /// A step fixed for concrete shapes: it reads and writes only through the slot table and
 /// allocates nothing. `scratch` is a slot holding per-run scratch memory of the requested size.
 struct BoundStep: @unchecked Sendable {

@@ -12,8 +12,8 @@ public struct SpecializationOptions: Sendable {
     public var threads = ProcessInfo.processInfo.activeProcessorCount
     /// Where the specialized artifact lives in the cache.
     public var policy: SpecializationCache.Policy = .evictable
-    /// Run every input shape through one generic plan instead of a plan per concrete
-    /// input-shape signature. Does not change the artifact.
+    /// Input sizes change on most runs: plans derived for new sizes are not cached (see
+    /// ``ModelLoadOptions/expectFrequentReshapes``). Does not change the artifact.
     public var expectFrequentReshapes = false
     /// Specialize for the host's best arch at or below this one (see ``ModelLoadOptions/maxArchitecture``).
     public var maxArchitecture: String? = nil
