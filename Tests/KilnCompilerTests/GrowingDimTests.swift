@@ -89,6 +89,27 @@ final class GrowingDimTests: XCTestCase {
         }
     }
 
+    /// Sizes that go up and down (and to zero) run plans derived from whichever plan came last,
+    /// buffers kept where they fit: each agrees with the interpreter.
+    func testSizesUpAndDown() async throws {
+        let model = try decoder()
+        guard let arch = Architecture.host else { throw XCTSkip("no runnable architecture") }
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = "\(dir)/m.\(arch.name).compiled"
+        try compileArtifact(model, arch, to: path)
+        let reference = try ReferenceInterpreter(model: model, function: "main")
+        let function = try await Model.load(contentsOf: URL(fileURLWithPath: path)).loadFunction(named: "main")!
+        for (k, (rows, past)) in [(2, 5), (1, 9), (3, 0), (1, 40), (5, 2), (1, 9), (2, 17), (1, 1), (4, 33)].enumerated() {
+            let inputs = ["x": NDArray(shape: [1, rows, 8], scalars: floats(rows * 8, Double(k))),
+                          "past": NDArray(shape: [1, past, 8], scalars: floats(past * 8, Double(k) + 0.5))]
+            let got = try await function.run(inputs: inputs)
+            let want = try reference.run(inputs)
+            assertMatches(got["y"], want["y"]!, "rows \(rows) past \(past)")
+            assertMatches(got["present"], want["present"]!, "present, rows \(rows) past \(past)")
+        }
+    }
+
     /// Shapes decided by data (`non_zero`) are not derived: each new signature is recorded, and
     /// a run whose data changes the count is planned again; results stay right.
     func testDataDecidedShapesAreRecorded() async throws {

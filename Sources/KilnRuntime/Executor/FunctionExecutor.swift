@@ -36,6 +36,8 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     let arenas: ArenaPool
     /// Steps that are concats a shape plan may have convolutions write into (``ShapePlan``).
     let lastAxisConcatCandidates: [Int]
+    /// The last step reading each slot (`Int.max` for outputs), and the step writing it.
+    let lastRead: [Int], producer: [Int]
     /// Runs made generically (recording or not).
     let genericRuns = Counter()
     let profile: StepProfile?
@@ -104,6 +106,8 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
             }
         }
         self.steps = steps
+        lastRead = FunctionExecutor.lastRead(steps, slotCount: slotCount, outputSlots: outputSlots)
+        producer = FunctionExecutor.producers(steps, slotCount: slotCount)
         lastAxisConcatCandidates = steps.indices.filter { (steps[$0].kernel as? CopyStep)?.op.opType == "concat" && steps[$0].outputs.count == 1 }
         profile = getenv("KILN_PROFILE") != nil ? StepProfile(steps.count) : nil
     }

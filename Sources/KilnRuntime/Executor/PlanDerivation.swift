@@ -35,7 +35,7 @@ extension Recording {
         }
         for index in executor.steps.indices where executor.steps[index].inputs.contains(where: { $0 >= 0 && changed[$0] }) {
             let step = executor.steps[index]
-            guard let results = try r.rederive(step, executor.function.operations[index], executor) else { return nil }
+            guard let results = try r.rederive(step, index, executor) else { return nil }
             for (s, result) in zip(step.outputs, results) {
                 let same = result.shape == r.shapes[s] && result.dtype == r.dtypes[s] && Recording.equal(result.value, r.known[s])
                 if same { continue }
@@ -49,7 +49,7 @@ extension Recording {
     /// One step's results for the shapes and known values recorded so far, as ``note`` would
     /// record them: folded values for shape arithmetic and small results of known inputs, else
     /// the kernel's output types; `nil` when they depend on values not known before the run.
-    private func rederive(_ step: FunctionExecutor.Step, _ op: KilnFormat.Operation, _ executor: FunctionExecutor) throws
+    private func rederive(_ step: FunctionExecutor.Step, _ index: Int, _ executor: FunctionExecutor) throws
         -> [(shape: [Int], dtype: DataType, value: NDArray?)]? {
         if step.kernel is ControlFlowStep { return nil }
         for i in Recording.shapeInputs[step.opType] ?? [] where i < step.inputs.count && step.inputs[i] >= 0 && known[step.inputs[i]] == nil {
@@ -75,7 +75,7 @@ extension Recording {
             let bytes = results.reduce(0) { $0 + $1.elementCount * $1.elementSize }
             return results.map { ($0.shape, $0.scalarType, bytes <= Recording.foldLimit ? $0.contiguous() : nil) }
         }
-        guard let types = try step.kernel.outputTypes(operands) ?? Recording.inferred(op, operands, step.reference) else { return nil }
+        guard let types = try step.kernel.outputTypes(operands) ?? Recording.inferred(executor.function.operations[index], operands, step.reference) else { return nil }
         return types.map { ($0.shape, $0.dtype, nil) }
     }
 

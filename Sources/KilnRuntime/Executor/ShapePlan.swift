@@ -96,7 +96,9 @@ final class ShapePlan: @unchecked Sendable {
     /// Each planned step's binding by step index, for plans derived from this one: a step whose
     /// operands are the same there keeps its binding (bound steps read memory only through the
     /// slot table, so offsets do not matter).
-    private let bindings: [Int: Binding]
+    private let bindings: [Binding?]
+    private let layout: PlanLayout
+    private let placement: Placement
 
     struct Binding {
         var inputs: [Operand?]
@@ -106,129 +108,59 @@ final class ShapePlan: @unchecked Sendable {
         var fallback: String?
     }
 
-    /// Plans `recording`; steps with the same operands as in `base` keep their bindings.
+    /// Plans `recording`. With a `base` (a plan for other sizes), its layout is reused when the
+    /// new sizes allow (``PlanLayout/rebased(_:from:_:_:)``), buffers keep their arena offsets
+    /// while they fit the room the base gave them, and steps with the same operands keep their
+    /// bindings.
     init(_ executor: FunctionExecutor, _ recording: Recording, base: ShapePlan? = nil) throws {
         if let reason = recording.dataDependentShape { throw OpError(reason) }
-        let slotCount = executor.slotCount
-        self.slotCount = slotCount
+        slotCount = executor.slotCount
         self.recording = recording
-        var location = [Location?](repeating: nil, count: slotCount)
-        var kept: [NDArray] = []
-        for s in 0 ..< slotCount {
-            if let v = recording.known[s] {
-                kept.append(v)
-                location[s] = .constant(v.unsafeBase)
-            }
+        let layout: PlanLayout
+        var sameBuffers = false
+        if let base, let rebased = PlanLayout.rebased(base.layout, from: base.recording, recording, executor) {
+            (layout, sameBuffers) = (rebased, true)
+        } else {
+            layout = try PlanLayout(executor, recording)
         }
-        for (i, s) in executor.inputSlots.enumerated() where location[s] == nil { location[s] = .input(i) }
-        // Roots own arena buffers; views point at their source's root.
-        var rootOf = [Int](repeating: -1, count: slotCount)
-        var rootBytes: [Int] = [], rootFirst: [Int] = [], rootLast: [Int] = []
-        var planned: [(index: Int, inputs: [Operand?], outputs: [Operand])] = []
-        func operand(_ s: Int) -> Operand? {
-            guard s >= 0, let shape = recording.shapes[s] ?? recording.known[s]?.shape ?? executor.constants[s]?.shape,
-                  let dtype = recording.dtypes[s] ?? recording.known[s]?.scalarType ?? executor.constants[s]?.scalarType else { return nil }
-            return Operand(slot: s, shape: shape, dtype: dtype, value: recording.known[s] ?? executor.constants[s])
+        // A plan derived for new sizes gives each buffer an eighth more room, so sizes that keep
+        // growing are placed again only every few runs.
+        let placement: Placement
+        if sameBuffers, let old = base?.placement, zip(layout.rootBytes, old.room).allSatisfy({ $0 <= $1 }) {
+            placement = old
+        } else {
+            let room = base == nil ? layout.rootBytes : layout.rootBytes.map { $0 + $0 / 8 }
+            let (offsets, end) = ShapePlan.placeRoots(bytes: room, first: layout.rootFirst, last: layout.rootLast)
+            placement = Placement(room: room, offsets: offsets, end: end)
         }
-        func use(_ s: Int, at step: Int) {
-            if s >= 0, rootOf[s] >= 0 { rootLast[rootOf[s]] = max(rootLast[rootOf[s]], step) }
-        }
-        // The last step reading each slot, and per root the last read of any slot in it: an
-        // elementwise step may write over an input whose memory nothing reads afterwards.
-        var lastRead = [Int](repeating: -1, count: slotCount)
-        for i in executor.steps.indices { for s in executor.steps[i].inputs where s >= 0 { lastRead[s] = max(lastRead[s], i) } }
-        for s in executor.outputSlots { lastRead[s] = Int.max }
-        var rootReads: [Int] = []
-        // Where in its root, input or constant a slot starts (views of a slice start inside).
-        var byteOffset = [Int](repeating: 0, count: slotCount)
-        func join(_ s: Int, _ root: Int) {
-            rootOf[s] = root
-            if root >= 0 { rootReads[root] = max(rootReads[root], lastRead[s]) }
-        }
-        /// A new arena buffer for slot `s` of `bytes`, live from step `i`.
-        func newRoot(_ s: Int, bytes: Int, at i: Int) {
-            rootBytes.append(bytes)
-            rootFirst.append(i)
-            rootLast.append(i)
-            rootReads.append(-1)
-            join(s, rootBytes.count - 1)
-        }
-        var producer = [Int](repeating: -1, count: slotCount)
-        for i in executor.steps.indices { for s in executor.steps[i].outputs { producer[s] = i } }
-        let sliceOf = ShapePlan.concatSlices(executor, recording, operand: operand, producer: producer, lastRead: lastRead)
-        for i in executor.steps.indices {
-            if executor.steps[i].outputs.allSatisfy({ recording.known[$0] != nil }) { continue }
-            let step = executor.steps[i]
-            let inputs = step.inputs.map { operand($0) }
-            for s in step.inputs { use(s, at: i) }
-            // Views and contiguous slices take their source's memory (at an offset): no step runs.
-            let sliceOffset = (step.kernel as? CopyStep)?.contiguousSliceOffset(inputs)
-            if step.kernel.id.family == .view || sliceOffset != nil, let source = step.inputs.first, source >= 0, let out = step.outputs.first {
-                location[out] = location[source]
-                byteOffset[out] = byteOffset[source] + (sliceOffset ?? 0)
-                join(out, rootOf[source])
-                continue
-            }
-            var outputs: [Operand] = []
-            for s in step.outputs {
-                guard var o = operand(s) else { throw OpError("no shape recorded for a result of '\(step.name)'") }
-                if let slice = sliceOf[s], let concat = executor.steps[slice.step].outputs.first, let c = operand(concat) {
-                    // Written into its concat's output: that root exists from this step on.
-                    if rootOf[concat] < 0 {
-                        newRoot(concat, bytes: c.byteCount, at: i)
-                        location[concat] = .arena(rootOf[concat])
-                    }
-                    join(s, rootOf[concat])
-                    byteOffset[s] = byteOffset[concat] + slice.at * 4
-                    location[s] = .arena(rootOf[concat])
-                    o.rowStride = slice.width
-                    outputs.append(o)
-                    continue
-                }
-                if rootOf[s] >= 0 {
-                    // A concat output whose root an in-place producer already made.
-                    outputs.append(o)
-                    continue
-                }
-                let reuse = ShapePlan.reusableInput(step, inputs, o, at: i, rootOf: rootOf, rootReads: rootReads)
-                if let reuse {
-                    join(s, rootOf[reuse])
-                    byteOffset[s] = byteOffset[reuse]
-                } else {
-                    newRoot(s, bytes: o.byteCount, at: i)
-                }
-                location[s] = .arena(rootOf[s])
-                outputs.append(o)
-            }
-            planned.append((i, zip(step.inputs, inputs).map { s, x in
-                guard var x, let slice = sliceOf[s], slice.step == i else { return x }
-                x.inPlace = true
-                return x
-            }, outputs))
-        }
-        for s in executor.outputSlots { use(s, at: Int.max) }
-        var (offsets, end) = ShapePlan.placeRoots(bytes: rootBytes, first: rootFirst, last: rootLast)
-        let (bound, bindings, scratchBytes) = try ShapePlan.bind(planned, executor, base: base?.bindings ?? [:])
-        let steps = ShapePlan.guarded(bound, recording.guards, executor)
-        scratchOffset = end
-        end += scratchBytes
-        arenaBytes = max(end, 64)
-        self.steps = steps
+        let (bound, bindings, scratchBytes) = try ShapePlan.bind(layout.planned, executor, base: base?.bindings, rebuilt: layout.rebuilt)
+        steps = ShapePlan.guarded(bound, recording.guards, executor)
+        scratchOffset = placement.end
+        arenaBytes = max(placement.end + scratchBytes, 64)
         self.bindings = bindings
-        fallbacks = planned.compactMap { bindings[$0.index]?.fallback }
-        constants = kept + Array(executor.constants.values)
-        (fixed, arenaSlots, inputSlots) = ShapePlan.slotTable(location, byteOffset: byteOffset, offsets: offsets, constants: executor.constants)
+        self.layout = layout
+        self.placement = placement
+        fallbacks = layout.planned.compactMap { bindings[$0.index]?.fallback }
+        constants = layout.kept + Array(executor.constants.values)
+        (fixed, arenaSlots, inputSlots) = ShapePlan.slotTable(layout.location, byteOffset: layout.byteOffset, offsets: placement.offsets, constants: executor.constants)
         outputs = try zip(executor.function.outputs, executor.outputSlots).map { arg, s in
-            guard let o = operand(s) else { throw OpError("no shape recorded for output '\(arg.name)'") }
+            guard let o = PlanLayout.operand(s, recording, executor) else { throw OpError("no shape recorded for output '\(arg.name)'") }
             return (arg.name, s, o.shape, o.dtype)
         }
-        direct = ShapePlan.directOutputs(outputs, executor.outputSlots, location: location, byteOffset: byteOffset, rootBytes: rootBytes)
+        direct = ShapePlan.directOutputs(outputs, executor.outputSlots, location: layout.location, byteOffset: layout.byteOffset, rootBytes: layout.rootBytes)
+    }
+
+    /// Arena offsets of a layout's buffers and the room each has there.
+    struct Placement {
+        var room: [Int]
+        var offsets: [Int]
+        var end: Int
     }
 
     /// Concats along the last dim whose inputs channels-last convolutions write straight into the
     /// concat's output (rows as wide as the concat): the slot of each such input → (concat step,
     /// its first channel, the concat's width); the concat then copies only its other inputs.
-    private static func concatSlices(_ executor: FunctionExecutor, _ recording: Recording, operand: (Int) -> Operand?, producer: [Int],
+    static func concatSlices(_ executor: FunctionExecutor, _ recording: Recording, operand: (Int) -> Operand?, producer: [Int],
                                      lastRead: [Int]) -> [Int: (step: Int, at: Int, width: Int)] {
         var sliceOf: [Int: (step: Int, at: Int, width: Int)] = [:]
         for j in executor.lastAxisConcatCandidates {
@@ -272,17 +204,17 @@ final class ShapePlan: @unchecked Sendable {
 
     /// Binds each planned step to its shapes (or takes its binding from `base` when its operands
     /// are the same); a step whose kernel does not fit them runs the reference kernel. Returns the
-    /// steps, the bindings by step index and the scratch the steps need.
+    /// steps, the bindings by step index and the scratch the steps need. Steps of a rebased layout
+    /// that were not `rebuilt` have the base's operands.
     private static func bind(_ planned: [(index: Int, inputs: [Operand?], outputs: [Operand])], _ executor: FunctionExecutor,
-                             base: [Int: Binding]) throws -> (steps: [PlannedStep], bindings: [Int: Binding], scratchBytes: Int) {
+                             base: [Binding?]?, rebuilt: [Bool]?) throws -> (steps: [PlannedStep], bindings: [Binding?], scratchBytes: Int) {
         var steps: [PlannedStep] = []
-        var bindings: [Int: Binding] = [:]
+        var bindings = [Binding?](repeating: nil, count: executor.steps.count)
         var scratchBytes = 0
         steps.reserveCapacity(planned.count)
-        bindings.reserveCapacity(planned.count)
         for p in planned {
             var binding: Binding
-            if let b = base[p.index], Operand.same(b.inputs, p.inputs), Operand.same(b.outputs, p.outputs) {
+            if let b = base?[p.index], rebuilt.map({ !$0[p.index] }) ?? false || (Operand.same(b.inputs, p.inputs) && Operand.same(b.outputs, p.outputs)) {
                 binding = b
             } else {
                 let kernel = executor.steps[p.index].kernel
@@ -333,7 +265,7 @@ final class ShapePlan: @unchecked Sendable {
     /// steps may write over any input, a convolution over the residual it adds (input 3) unless
     /// the residual is its image too (windows still to be read would be overwritten); the buffer
     /// must have the output's shape and type and nothing may read it after step `i`.
-    private static func reusableInput(_ step: FunctionExecutor.Step, _ inputs: [Operand?], _ o: Operand, at i: Int, rootOf: [Int],
+    static func reusableInput(_ step: FunctionExecutor.Step, _ inputs: [Operand?], _ o: Operand, at i: Int, rootOf: [Int],
                                       rootReads: [Int]) -> Int? {
         let elementwise: Set<KernelFamily> = [.unary, .binary]
         let family = step.kernel.id.family
