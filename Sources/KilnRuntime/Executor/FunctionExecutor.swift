@@ -38,6 +38,10 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     let lastAxisConcatCandidates: [Int]
     /// The last step reading each slot (`Int.max` for outputs), and the step writing it.
     let lastRead: [Int], producer: [Int]
+    /// Per step, a number shared by the steps that compute the same function of their inputs
+    /// (op, attributes, config and kernel alike; -1 for control flow): a value folded for one is
+    /// the value for another with equal inputs.
+    let foldSignature: [Int]
     /// Runs made generically (recording or not).
     let genericRuns = Counter()
     let profile: StepProfile?
@@ -106,10 +110,25 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
             }
         }
         self.steps = steps
+        foldSignature = FunctionExecutor.foldSignatures(f, fp)
         lastRead = FunctionExecutor.lastRead(steps, slotCount: slotCount, outputSlots: outputSlots)
         producer = FunctionExecutor.producers(steps, slotCount: slotCount)
         lastAxisConcatCandidates = steps.indices.filter { (steps[$0].kernel as? CopyStep)?.op.opType == "concat" && steps[$0].outputs.count == 1 }
         profile = getenv("KILN_PROFILE") != nil ? StepProfile(steps.count) : nil
+    }
+
+    private static func foldSignatures(_ f: Function, _ fp: CompiledPlan.FunctionPlan) -> [Int] {
+        struct Signature: Hashable {
+            var opType: String, kernel: String, config: StepConfig, attributes: [String: AttributeValue], inputs: Int, outputs: Int
+        }
+        var numbers: [Signature: Int] = [:]
+        return zip(f.operations, fp.steps).map { op, s in
+            guard !op.hasSubgraphs else { return -1 }
+            let key = Signature(opType: op.opType, kernel: s.kernel, config: s.config, attributes: op.attributes, inputs: op.inputs.count, outputs: op.outputs.count)
+            if let n = numbers[key] { return n }
+            numbers[key] = numbers.count
+            return numbers.count - 1
+        }
     }
 
     func run(_ inputs: [String: NDArray]) throws -> [String: NDArray] {

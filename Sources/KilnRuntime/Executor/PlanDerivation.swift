@@ -33,9 +33,10 @@ extension Recording {
             r.shapes[s] = x.shape
             changed[s] = true
         }
+        var folds = FoldMemo()
         for index in executor.steps.indices where executor.steps[index].inputs.contains(where: { $0 >= 0 && changed[$0] }) {
             let step = executor.steps[index]
-            guard let results = try r.rederive(step, index, executor) else { return nil }
+            guard let results = try r.rederive(step, index, executor, &folds) else { return nil }
             for (s, result) in zip(step.outputs, results) {
                 let same = result.shape == r.shapes[s] && result.dtype == r.dtypes[s] && Recording.equal(result.value, r.known[s])
                 if same { continue }
@@ -49,7 +50,7 @@ extension Recording {
     /// One step's results for the shapes and known values recorded so far, as ``note`` would
     /// record them: folded values for shape arithmetic and small results of known inputs, else
     /// the kernel's output types; `nil` when they depend on values not known before the run.
-    private func rederive(_ step: FunctionExecutor.Step, _ index: Int, _ executor: FunctionExecutor) throws
+    private func rederive(_ step: FunctionExecutor.Step, _ index: Int, _ executor: FunctionExecutor, _ folds: inout FoldMemo) throws
         -> [(shape: [Int], dtype: DataType, value: NDArray?)]? {
         if step.kernel is ControlFlowStep { return nil }
         for i in Recording.shapeInputs[step.opType] ?? [] where i < step.inputs.count && step.inputs[i] >= 0 && known[step.inputs[i]] == nil {
@@ -70,8 +71,16 @@ extension Recording {
             return try step.reference.kernel(phantom).map { ($0.shape, $0.scalarType, $0.contiguous()) }
         }
         if step.inputs.allSatisfy({ $0 < 0 || known[$0] != nil }) {
-            // Folded as the generic run folds it (the same kernel, so the same bits).
-            let results = try executor.runStep(step, operands.map { $0?.value })
+            // Folded as the generic run folds it (the same kernel, so the same bits), once per
+            // signature and inputs: exporters repeat the same shape arithmetic in every layer.
+            let key = FoldMemo.Key(executor.foldSignature[index], operands)
+            let results: [NDArray]
+            if let key, let memo = folds.results[key] {
+                results = memo
+            } else {
+                results = try executor.runStep(step, operands.map { $0?.value })
+                if let key { folds.results[key] = results }
+            }
             let bytes = results.reduce(0) { $0 + $1.elementCount * $1.elementSize }
             return results.map { ($0.shape, $0.scalarType, bytes <= Recording.foldLimit ? $0.contiguous() : nil) }
         }
@@ -106,6 +115,39 @@ extension Recording {
         case .int32: return v.contiguous().scalars(as: Int32.self).map { Int($0) }
         default: return nil
         }
+    }
+
+    /// Values folded during one derivation, by step signature and input values.
+    struct FoldMemo {
+        /// The signature, then per input its type, rank, dims and bytes (8 to a word), as one array.
+        struct Key: Hashable {
+            var words: [Int]
+
+            /// `nil` for control flow and inputs over 64 bytes.
+            init?(_ signature: Int, _ operands: [Operand?]) {
+                guard signature >= 0 else { return nil }
+                words = [signature]
+                words.reserveCapacity(4 + operands.count * 8)
+                for x in operands {
+                    guard let x else { words.append(-1); continue }
+                    guard let v = x.value, x.byteCount <= 64 else { return nil }
+                    let c = v.contiguous()
+                    words.append(c.scalarType.hashValue)
+                    words.append(c.shape.count)
+                    words += c.shape
+                    let bytes = UnsafeRawBufferPointer(start: c.unsafeBase, count: c.elementCount * c.elementSize)
+                    var word = 0, k = 0
+                    for b in bytes {
+                        word |= Int(b) << (8 * k)
+                        k += 1
+                        if k == 8 { words.append(word); (word, k) = (0, 0) }
+                    }
+                    if k > 0 { words.append(word) }
+                }
+            }
+        }
+
+        var results: [Key: [NDArray]] = [:]
     }
 
     private static func equal(_ a: NDArray?, _ b: NDArray?) -> Bool {
