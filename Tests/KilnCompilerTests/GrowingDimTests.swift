@@ -21,6 +21,7 @@ final class GrowingDimTests: XCTestCase {
         let one = try b.addWeight("one", dtype: .int64, shape: [1], bytes: withUnsafeBytes(of: Int64(1).littleEndian) { Array($0) })
         let minusOne = try b.addWeight("minus_one", dtype: .int64, shape: [1], bytes: withUnsafeBytes(of: Int64(-1).littleEndian) { Array($0) })
         let w = try b.addWeight("w", dtype: .float32, shape: [8, 8], bytes: floats(64, 0.3).flatMap { v in withUnsafeBytes(of: v.bitPattern.littleEndian) { Array($0) } })
+        let w2 = try b.addWeight("w2", dtype: .float32, shape: [8, 3], bytes: floats(24, 0.7).flatMap { v in withUnsafeBytes(of: v.bitPattern.littleEndian) { Array($0) } })
         var f = b.function("main")
         let x = f.input("x", TensorType(.float32, [1, "s", 8]))
         let past = f.input("past", TensorType(.float32, [1, "p", 8]))
@@ -38,6 +39,8 @@ final class GrowingDimTests: XCTestCase {
         let flat = try f.apply1("reshape", [kv, try f.apply1("concat", [length, f.use(minusOne)], ["axis": .int(0)])])
         f.output("y", try f.apply1("add", [attention, try f.apply1("reduce_mean", [flat], ["axes": .ints([0]), "keepdims": .int(1)])]))
         f.output("present", kv)
+        // A second projection of the same kind with another weight: planned apart from the first.
+        f.output("z", try f.apply1("matmul", [attention, f.use(w2)]))
         try b.add(f)
         return try b.build()
     }
@@ -65,6 +68,7 @@ final class GrowingDimTests: XCTestCase {
                 let want = try reference.run(inputs)
                 assertMatches(got["y"], want["y"]!, "step \(step) frequent \(frequent)")
                 assertMatches(got["present"], want["present"]!, "present, step \(step)")
+                assertMatches(got["z"], want["z"]!, "z, step \(step)")
                 runs[frequent, default: []].append(got)
                 past = got["present"]!
             }

@@ -41,7 +41,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     /// Per step, a number shared by the steps that compute the same function of their inputs
     /// (op, attributes, config and kernel alike; -1 for control flow): a value folded for one is
     /// the value for another with equal inputs.
-    let foldSignature: [Int]
+    let stepSignature: [Int]
     /// Runs made generically (recording or not).
     let genericRuns = Counter()
     let profile: StepProfile?
@@ -110,14 +110,14 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
             }
         }
         self.steps = steps
-        foldSignature = FunctionExecutor.foldSignatures(f, fp)
+        stepSignature = FunctionExecutor.stepSignatures(f, fp)
         lastRead = FunctionExecutor.lastRead(steps, slotCount: slotCount, outputSlots: outputSlots)
         producer = FunctionExecutor.producers(steps, slotCount: slotCount)
         lastAxisConcatCandidates = steps.indices.filter { (steps[$0].kernel as? CopyStep)?.op.opType == "concat" && steps[$0].outputs.count == 1 }
         profile = getenv("KILN_PROFILE") != nil ? StepProfile(steps.count) : nil
     }
 
-    private static func foldSignatures(_ f: Function, _ fp: CompiledPlan.FunctionPlan) -> [Int] {
+    private static func stepSignatures(_ f: Function, _ fp: CompiledPlan.FunctionPlan) -> [Int] {
         struct Signature: Hashable {
             var opType: String, kernel: String, config: StepConfig, attributes: [String: AttributeValue], inputs: Int, outputs: Int
         }

@@ -33,10 +33,25 @@ extension Recording {
             r.shapes[s] = x.shape
             changed[s] = true
         }
-        var folds = FoldMemo()
+        // Exporters repeat the same shape arithmetic and the same layer in every layer: each step
+        // signature is worked out once per operand shapes and values.
+        var memo: [Memo: [(shape: [Int], dtype: DataType, value: NDArray?)]] = [:]
         for index in executor.steps.indices where executor.steps[index].inputs.contains(where: { $0 >= 0 && changed[$0] }) {
             let step = executor.steps[index]
-            guard let results = try r.rederive(step, index, executor, &folds) else { return nil }
+            let operands = step.inputs.map { s -> Operand? in
+                guard s >= 0, let shape = r.shapes[s] ?? r.known[s]?.shape ?? executor.constants[s]?.shape,
+                      let dtype = r.dtypes[s] ?? r.known[s]?.scalarType ?? executor.constants[s]?.scalarType else { return nil }
+                return Operand(slot: s, shape: shape, dtype: dtype, value: r.known[s] ?? executor.constants[s])
+            }
+            let key = Memo(executor.stepSignature[index], step.inputs, operands)
+            let results: [(shape: [Int], dtype: DataType, value: NDArray?)]
+            if let key, let known = memo[key] {
+                results = known
+            } else {
+                guard let worked = try r.rederive(step, index, operands, executor) else { return nil }
+                results = worked
+                if let key { memo[key] = worked }
+            }
             for (s, result) in zip(step.outputs, results) {
                 let same = result.shape == r.shapes[s] && result.dtype == r.dtypes[s] && Recording.equal(result.value, r.known[s])
                 if same { continue }
@@ -50,16 +65,11 @@ extension Recording {
     /// One step's results for the shapes and known values recorded so far, as ``note`` would
     /// record them: folded values for shape arithmetic and small results of known inputs, else
     /// the kernel's output types; `nil` when they depend on values not known before the run.
-    private func rederive(_ step: FunctionExecutor.Step, _ index: Int, _ executor: FunctionExecutor, _ folds: inout FoldMemo) throws
+    private func rederive(_ step: FunctionExecutor.Step, _ index: Int, _ operands: [Operand?], _ executor: FunctionExecutor) throws
         -> [(shape: [Int], dtype: DataType, value: NDArray?)]? {
         if step.kernel is ControlFlowStep { return nil }
-        for i in Recording.shapeInputs[step.opType] ?? [] where i < step.inputs.count && step.inputs[i] >= 0 && known[step.inputs[i]] == nil {
+        for i in Recording.shapeInputs[step.opType] ?? [] where i < operands.count && step.inputs[i] >= 0 && operands[i]?.value == nil {
             return nil
-        }
-        let operands = step.inputs.map { s -> Operand? in
-            guard s >= 0, let shape = shapes[s] ?? known[s]?.shape ?? executor.constants[s]?.shape,
-                  let dtype = dtypes[s] ?? known[s]?.scalarType ?? executor.constants[s]?.scalarType else { return nil }
-            return Operand(slot: s, shape: shape, dtype: dtype, value: known[s] ?? executor.constants[s])
         }
         if step.opType == "shape" || step.opType == "size" {
             // The portable op reads only its input's shape: it is given a stand-in of that shape
@@ -71,16 +81,8 @@ extension Recording {
             return try step.reference.kernel(phantom).map { ($0.shape, $0.scalarType, $0.contiguous()) }
         }
         if step.inputs.allSatisfy({ $0 < 0 || known[$0] != nil }) {
-            // Folded as the generic run folds it (the same kernel, so the same bits), once per
-            // signature and inputs: exporters repeat the same shape arithmetic in every layer.
-            let key = FoldMemo.Key(executor.foldSignature[index], operands)
-            let results: [NDArray]
-            if let key, let memo = folds.results[key] {
-                results = memo
-            } else {
-                results = try executor.runStep(step, operands.map { $0?.value })
-                if let key { folds.results[key] = results }
-            }
+            // Folded as the generic run folds it (the same kernel, so the same bits).
+            let results = try executor.runStep(step, operands.map { $0?.value })
             let bytes = results.reduce(0) { $0 + $1.elementCount * $1.elementSize }
             return results.map { ($0.shape, $0.scalarType, bytes <= Recording.foldLimit ? $0.contiguous() : nil) }
         }
@@ -117,37 +119,38 @@ extension Recording {
         }
     }
 
-    /// Values folded during one derivation, by step signature and input values.
-    struct FoldMemo {
-        /// The signature, then per input its type, rank, dims and bytes (8 to a word), as one array.
-        struct Key: Hashable {
-            var words: [Int]
+    /// A step's signature (``FunctionExecutor/stepSignature``) with its operands' types, shapes
+    /// and known values (their bytes up to 64, else the array's identity), as one array of words:
+    /// steps with equal keys have equal results. An input with no operand here (a weight the
+    /// kernel keeps packed) is keyed by its slot.
+    struct Memo: Hashable {
+        var words: [Int]
 
-            /// `nil` for control flow and inputs over 64 bytes.
-            init?(_ signature: Int, _ operands: [Operand?]) {
-                guard signature >= 0 else { return nil }
-                words = [signature]
-                words.reserveCapacity(4 + operands.count * 8)
-                for x in operands {
-                    guard let x else { words.append(-1); continue }
-                    guard let v = x.value, x.byteCount <= 64 else { return nil }
-                    let c = v.contiguous()
-                    words.append(c.scalarType.hashValue)
-                    words.append(c.shape.count)
-                    words += c.shape
-                    let bytes = UnsafeRawBufferPointer(start: c.unsafeBase, count: c.elementCount * c.elementSize)
-                    var word = 0, k = 0
-                    for b in bytes {
-                        word |= Int(b) << (8 * k)
-                        k += 1
-                        if k == 8 { words.append(word); (word, k) = (0, 0) }
-                    }
-                    if k > 0 { words.append(word) }
+        /// `nil` for control flow.
+        init?(_ signature: Int, _ slots: [Int], _ operands: [Operand?]) {
+            guard signature >= 0 else { return nil }
+            words = [signature]
+            words.reserveCapacity(4 + operands.count * 8)
+            for (s, x) in zip(slots, operands) {
+                guard let x else { words += [-1, s]; continue }
+                words.append(x.dtype.hashValue)
+                words.append(x.shape.count)
+                words += x.shape
+                guard let v = x.value else { words.append(-2); continue }
+                guard x.byteCount <= 64, v.isContiguous else {
+                    words += [-3, Int(bitPattern: v.unsafeBase)]
+                    continue
                 }
+                words.append(-4)
+                var word = 0, k = 0
+                for b in UnsafeRawBufferPointer(start: v.unsafeBase, count: x.byteCount) {
+                    word |= Int(b) << (8 * k)
+                    k += 1
+                    if k == 8 { words.append(word); (word, k) = (0, 0) }
+                }
+                if k > 0 { words.append(word) }
             }
         }
-
-        var results: [Key: [NDArray]] = [:]
     }
 
     private static func equal(_ a: NDArray?, _ b: NDArray?) -> Bool {
