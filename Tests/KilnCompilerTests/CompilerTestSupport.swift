@@ -27,6 +27,15 @@ func compileArtifact(_ model: PortableModel, _ arch: Architecture, to path: Stri
     return try CompiledArtifact.write(header: header, plan: plan, to: path).flatMap { $0 }
 }
 
+/// Compiles `model` for the host's arch into `dir`; returns the artifact's path (skips the test
+/// when no arch runs here).
+func compiledForHost(_ model: PortableModel, in dir: String) throws -> String {
+    guard let arch = Architecture.host else { throw XCTSkip("no runnable architecture") }
+    let path = "\(dir)/m.\(arch.name).compiled"
+    try compileArtifact(model, arch, to: path)
+    return path
+}
+
 /// Runs `function` of the artifact at `path` and of `model` under the reference interpreter,
 /// and checks every output agrees within `1e-4 · max(1, max |reference|)`.
 func assertCompiledMatchesReference(_ model: PortableModel, artifact path: String, function: String,

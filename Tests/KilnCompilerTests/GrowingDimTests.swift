@@ -47,11 +47,9 @@ final class GrowingDimTests: XCTestCase {
 
     func testGrowingPastDerivesPlans() async throws {
         let model = try decoder()
-        guard let arch = Architecture.host else { throw XCTSkip("no runnable architecture") }
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let path = "\(dir)/m.\(arch.name).compiled"
-        try compileArtifact(model, arch, to: path)
+        let path = try compiledForHost(model, in: dir)
         let reference = try ReferenceInterpreter(model: model, function: "main")
         var runs: [Bool: [InferenceOutputs]] = [:]
         for frequent in [false, true] {
@@ -97,11 +95,9 @@ final class GrowingDimTests: XCTestCase {
     /// buffers kept where they fit: each agrees with the interpreter.
     func testSizesUpAndDown() async throws {
         let model = try decoder()
-        guard let arch = Architecture.host else { throw XCTSkip("no runnable architecture") }
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let path = "\(dir)/m.\(arch.name).compiled"
-        try compileArtifact(model, arch, to: path)
+        let path = try compiledForHost(model, in: dir)
         let reference = try ReferenceInterpreter(model: model, function: "main")
         let function = try await Model.load(contentsOf: URL(fileURLWithPath: path)).loadFunction(named: "main")!
         for (k, (rows, past)) in [(2, 5), (1, 9), (3, 0), (1, 40), (5, 2), (1, 9), (2, 17), (1, 1), (4, 33)].enumerated() {
@@ -123,11 +119,9 @@ final class GrowingDimTests: XCTestCase {
         f.output("hits", try f.apply1("non_zero", [try f.apply1("relu", [x])]))
         try b.add(f)
         let model = try b.build()
-        guard let arch = Architecture.host else { throw XCTSkip("no runnable architecture") }
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let path = "\(dir)/m.\(arch.name).compiled"
-        try compileArtifact(model, arch, to: path)
+        let path = try compiledForHost(model, in: dir)
         let reference = try ReferenceInterpreter(model: model, function: "main")
         let function = try await Model.load(contentsOf: URL(fileURLWithPath: path)).loadFunction(named: "main")!
         for (n, seed) in [(5, 0.0), (6, 1.0), (7, 2.0), (6, 3.0), (9, 4.0)] {

@@ -50,10 +50,13 @@ final class ArenaPool: @unchecked Sendable {
     /// filled for it when there is one, else the smallest that fits, else a new one.
     func take(for plan: ShapePlan) -> Arena {
         let arena: Arena = lock.withLock {
-            let fitting = free.indices.filter { free[$0].capacity >= plan.arenaBytes }
-            if let i = fitting.first(where: { free[$0].prepared == plan.serial }) ?? fitting.min(by: { free[$0].capacity < free[$1].capacity }) {
-                return free.remove(at: i)
+            // No allocation on this path: every planned run comes through it.
+            var best = -1
+            for i in free.indices where free[i].capacity >= plan.arenaBytes {
+                if free[i].prepared == plan.serial { best = i; break }
+                if best < 0 || free[i].capacity < free[best].capacity { best = i }
             }
+            if best >= 0 { return free.remove(at: best) }
             let capacity = plan.arenaBytes <= largest ? plan.arenaBytes : max(plan.arenaBytes, largest + largest / 2)
             largest = max(largest, capacity)
             // The new arena takes the place of the smallest kept one (it is larger than all of them).
