@@ -38,6 +38,8 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     let lastAxisConcatCandidates: [Int]
     /// The last step reading each slot (`Int.max` for outputs), and the step writing it.
     let lastRead: [Int], producer: [Int]
+    /// Per slot, the steps reading it, in order (each once).
+    let consumers: [[Int]]
     /// Per step, a number shared by the steps that compute the same function of their inputs
     /// (op, attributes, config and kernel alike; -1 for control flow): a value folded for one is
     /// the value for another with equal inputs.
@@ -113,7 +115,14 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         stepSignature = FunctionExecutor.stepSignatures(f, fp)
         lastRead = FunctionExecutor.lastRead(steps, slotCount: slotCount, outputSlots: outputSlots)
         producer = FunctionExecutor.producers(steps, slotCount: slotCount)
-        lastAxisConcatCandidates = steps.indices.filter { (steps[$0].kernel as? CopyStep)?.op.opType == "concat" && steps[$0].outputs.count == 1 }
+        consumers = FunctionExecutor.consumers(steps, slotCount: slotCount)
+        // Only a concat with an input a channels-last convolution writes can take that input in place.
+        let producer = self.producer
+        lastAxisConcatCandidates = steps.indices.filter { j in
+            (steps[j].kernel as? CopyStep)?.op.opType == "concat" && steps[j].outputs.count == 1 && steps[j].inputs.contains { s in
+                s >= 0 && producer[s] >= 0 && (steps[producer[s]].kernel is ConvNHWCStep || steps[producer[s]].kernel is WinogradNHWCStep)
+            }
+        }
         profile = getenv("KILN_PROFILE") != nil ? StepProfile(steps.count) : nil
     }
 

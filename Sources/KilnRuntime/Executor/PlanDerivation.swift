@@ -18,6 +18,7 @@ extension Recording {
     convenience init(copying other: Recording) {
         self.init(slotCount: other.shapes.count)
         (shapes, dtypes, known) = (other.shapes, other.dtypes, other.known)
+        derived = true
     }
 
     /// The record a generic run on `args` would make, worked out from this one (a run whose
@@ -26,37 +27,46 @@ extension Recording {
     func derived(_ executor: FunctionExecutor, _ args: [NDArray]) throws -> Recording? {
         guard guards.isEmpty, dataDependentShape == nil, args.count == executor.inputSlots.count else { return nil }
         let r = Recording(copying: self)
-        r.derived = true
-        var changed = [Bool](repeating: false, count: shapes.count)
+        r.derivedFrom = ObjectIdentifier(self)
+        // Steps reading a changed slot, visited in order: a step's results feed only later steps.
+        var pending = [Bool](repeating: false, count: executor.steps.count)
+        var first = Int.max
+        func changed(_ s: Int) {
+            r.changedSlots.append(s)
+            for j in executor.consumers[s] { pending[j] = true; first = min(first, j) }
+        }
         for (s, x) in zip(executor.inputSlots, args) where r.shapes[s] != x.shape {
             guard r.dtypes[s] == x.scalarType, r.shapes[s]?.count == x.rank, r.known[s] == nil else { return nil }
             r.shapes[s] = x.shape
-            changed[s] = true
+            changed(s)
         }
         // Exporters repeat the same shape arithmetic and the same layer in every layer: each step
         // signature is worked out once per operand shapes and values.
         var memo: [Memo: [(shape: [Int], dtype: DataType, value: NDArray?)]] = [:]
-        for index in executor.steps.indices where executor.steps[index].inputs.contains(where: { $0 >= 0 && changed[$0] }) {
-            let step = executor.steps[index]
-            let operands = step.inputs.map { s -> Operand? in
+        var index = first
+        while index < pending.count {
+            defer { index += 1 }
+            guard pending[index] else { continue }
+            let inputs = executor.steps[index].inputs
+            let operands = inputs.map { s -> Operand? in
                 guard s >= 0, let shape = r.shapes[s] ?? r.known[s]?.shape ?? executor.constants[s]?.shape,
                       let dtype = r.dtypes[s] ?? r.known[s]?.scalarType ?? executor.constants[s]?.scalarType else { return nil }
                 return Operand(slot: s, shape: shape, dtype: dtype, value: r.known[s] ?? executor.constants[s])
             }
-            let key = Memo(executor.stepSignature[index], step.inputs, operands)
+            let key = Memo(executor.stepSignature[index], inputs, operands)
             let results: [(shape: [Int], dtype: DataType, value: NDArray?)]
             if let key, let known = memo[key] {
                 results = known
             } else {
-                guard let worked = try r.rederive(step, index, operands, executor) else { return nil }
+                guard let worked = try r.rederive(executor.steps[index], index, operands, executor) else { return nil }
                 results = worked
                 if let key { memo[key] = worked }
             }
-            for (s, result) in zip(step.outputs, results) {
+            for (s, result) in zip(executor.steps[index].outputs, results) {
                 let same = result.shape == r.shapes[s] && result.dtype == r.dtypes[s] && Recording.equal(result.value, r.known[s])
                 if same { continue }
                 (r.shapes[s], r.dtypes[s], r.known[s]) = (result.shape, result.dtype, result.value)
-                changed[s] = true
+                changed(s)
             }
         }
         return r

@@ -28,11 +28,11 @@ struct PlanLayout {
     /// Per slot, the input slot whose buffer it took over, or -1.
     var reused: [Int]
     var sliceOf: [Int: (step: Int, at: Int, width: Int)]
-    /// The folded values the plan reads.
-    var kept: [NDArray] = []
     /// For a rebased layout, the steps whose operands were worked out again (the others have
     /// the base's); `nil` for a layout made whole.
-    var rebuilt: [Bool]? = nil
+    var rebuilt: [Int]? = nil
+    /// For a rebased layout, whether a slot's location moved (a folded value computed again).
+    var locationsChanged = false
 
     static func operand(_ s: Int, _ recording: Recording, _ executor: FunctionExecutor) -> Operand? {
         guard s >= 0, let shape = recording.shapes[s] ?? recording.known[s]?.shape ?? executor.constants[s]?.shape,
@@ -46,7 +46,6 @@ struct PlanLayout {
         location = [ShapePlan.Location?](repeating: nil, count: slotCount)
         for s in 0 ..< slotCount {
             if let v = recording.known[s] {
-                kept.append(v)
                 location[s] = .constant(v.unsafeBase)
             }
         }
@@ -145,9 +144,11 @@ struct PlanLayout {
         let slotCount = executor.slotCount
         var changed = [Bool](repeating: false, count: slotCount)
         var layout = base
-        var rebuilt = [Bool](repeating: false, count: executor.steps.count)
+        var rebuilt: [Int] = []
         var anyKnownChanged = false
-        for s in 0 ..< slotCount {
+        // A record derived from the base's lists the slots that differ; any other is compared whole.
+        let candidates = recording.derivedFrom == ObjectIdentifier(baseRecording) ? recording.changedSlots : Array(0 ..< slotCount)
+        for s in candidates {
             let (a, b) = (baseRecording.known[s], recording.known[s])
             guard (a == nil) == (b == nil) else { return nil }
             if let a, let b, a.unsafeBase != b.unsafeBase {
@@ -157,13 +158,18 @@ struct PlanLayout {
             }
             if baseRecording.shapes[s] != recording.shapes[s] || baseRecording.dtypes[s] != recording.dtypes[s] { changed[s] = true }
         }
-        if anyKnownChanged { layout.kept = recording.known.compactMap { $0 } }
+        layout.locationsChanged = anyKnownChanged
         let operand = { (s: Int) in PlanLayout.operand(s, recording, executor) }
         let sliceOf = ShapePlan.concatSlices(executor, recording, operand: operand, producer: executor.producer, lastRead: executor.lastRead)
         guard sliceOf.count == base.sliceOf.count, sliceOf.allSatisfy({ s, v in base.sliceOf[s].map { $0 == v } ?? false }) else { return nil }
-        for i in executor.steps.indices {
+        // The steps reading or writing a changed slot, in order.
+        var touched = [Bool](repeating: false, count: executor.steps.count)
+        for s in candidates where changed[s] {
+            for j in executor.consumers[s] { touched[j] = true }
+            if executor.producer[s] >= 0 { touched[executor.producer[s]] = true }
+        }
+        for i in executor.steps.indices where touched[i] {
             let (ins, outs) = (executor.steps[i].inputs, executor.steps[i].outputs)
-            guard ins.contains(where: { $0 >= 0 && changed[$0] }) || outs.contains(where: { changed[$0] }) else { continue }
             if let offset = base.viewOffset[i] {
                 // A view stays one: a contiguous slice must start where it did.
                 guard let step = executor.steps[i].kernel as? CopyStep else { continue }
@@ -184,7 +190,7 @@ struct PlanLayout {
                 outputs.append(o)
             }
             layout.planned[p] = (i, marked(ins, inputs, sliceOf, at: i), outputs)
-            rebuilt[i] = true
+            rebuilt.append(i)
         }
         for r in layout.rootSlot.indices where changed[layout.rootSlot[r]] {
             guard let o = operand(layout.rootSlot[r]) else { return nil }
@@ -202,6 +208,13 @@ extension FunctionExecutor {
         for i in steps.indices { for s in steps[i].inputs where s >= 0 { lastRead[s] = max(lastRead[s], i) } }
         for s in outputSlots { lastRead[s] = Int.max }
         return lastRead
+    }
+
+    /// Per slot, the steps reading it, in order (each once).
+    static func consumers(_ steps: [Step], slotCount: Int) -> [[Int]] {
+        var consumers = [[Int]](repeating: [], count: slotCount)
+        for i in steps.indices { for s in steps[i].inputs where s >= 0 && consumers[s].last != i { consumers[s].append(i) } }
+        return consumers
     }
 
     /// The step writing each slot, or -1.

@@ -13,6 +13,10 @@ final class Recording {
     var known: [NDArray?]
     /// Whether this record was derived from another's (no generic run made it).
     var derived = false
+    /// For a derived record: the record it was derived from, and the slots whose shape, type or
+    /// known value differ from that record's (each once).
+    var derivedFrom: ObjectIdentifier?
+    var changedSlots: [Int] = []
     /// Set when an op's result shape depends on input data too large to guard (the signature then runs generically).
     var dataDependentShape: String?
     /// Run-time values that decide a later step's shapes (a shape tensor computed from data): the
@@ -82,12 +86,16 @@ final class ShapePlan: @unchecked Sendable {
     /// Per output, the slots (with their byte offsets) of the arena buffer it alone occupies, or
     /// nil: such an output is allocated per run and its producers write into it (no copy out).
     private let direct: [[(slot: Int, offset: Int)]?]
+    /// Per output, the arena buffer it alone occupies from its start, with that buffer's slots
+    /// (and their byte offsets), or nil: `direct` when the buffer is exactly the output's size.
+    private let outputRoots: [(root: Int, slots: [(slot: Int, offset: Int)])?]
+    private let scratchBytes: Int
     /// The arena's size in bytes, scratch included.
     let arenaBytes: Int
     let scratchOffset: Int
     let slotCount: Int
-    private let constants: [NDArray]
-    /// What the plan was built from: the base from which plans for other sizes are derived.
+    /// What the plan was built from: the base from which plans for other sizes are derived. Its
+    /// known values are the folded values the slot table points at (the executor holds the weights).
     let recording: Recording
     /// Tells apart the plans an arena's slot table was filled for.
     let serial = ShapePlan.nextSerial()
@@ -133,21 +141,49 @@ final class ShapePlan: @unchecked Sendable {
             let (offsets, end) = ShapePlan.placeRoots(bytes: room, first: layout.rootFirst, last: layout.rootLast)
             placement = Placement(room: room, offsets: offsets, end: end)
         }
-        let (bound, bindings, scratchBytes) = try ShapePlan.bind(layout.planned, executor, base: base?.bindings, rebuilt: layout.rebuilt)
+        let (bound, bindings, scratchBytes) = try ShapePlan.bind(layout, executor, base: base)
         steps = ShapePlan.guarded(bound, recording.guards, executor)
+        self.scratchBytes = scratchBytes
         scratchOffset = placement.end
         arenaBytes = max(placement.end + scratchBytes, 64)
         self.bindings = bindings
         self.layout = layout
         self.placement = placement
-        fallbacks = layout.planned.compactMap { bindings[$0.index]?.fallback }
-        constants = layout.kept + Array(executor.constants.values)
-        (fixed, arenaSlots, inputSlots) = ShapePlan.slotTable(layout.location, byteOffset: layout.byteOffset, offsets: placement.offsets, constants: executor.constants)
         outputs = try zip(executor.function.outputs, executor.outputSlots).map { arg, s in
             guard let o = PlanLayout.operand(s, recording, executor) else { throw OpError("no shape recorded for output '\(arg.name)'") }
             return (arg.name, s, o.shape, o.dtype)
         }
-        direct = ShapePlan.directOutputs(outputs, executor.outputSlots, location: layout.location, byteOffset: layout.byteOffset, rootBytes: layout.rootBytes)
+        // A rebased layout has the base's arena buffers and its slots where they were, but for
+        // values folded again (at new addresses) and buffers placed again.
+        if let base, layout.rebuilt != nil {
+            outputRoots = base.outputRoots
+            if placement.offsets == base.placement.offsets {
+                (arenaSlots, inputSlots) = (base.arenaSlots, base.inputSlots)
+                fixed = !layout.locationsChanged ? base.fixed : base.fixed.map { s, p in
+                    guard case .constant(let q)? = layout.location[s] else { return (s, p) }
+                    return (s, q + layout.byteOffset[s])
+                }
+            } else {
+                (fixed, arenaSlots, inputSlots) = ShapePlan.slotTable(layout.location, byteOffset: layout.byteOffset, offsets: placement.offsets, constants: executor.constants)
+            }
+        } else {
+            outputRoots = ShapePlan.outputRoots(executor.outputSlots, location: layout.location, byteOffset: layout.byteOffset)
+            (fixed, arenaSlots, inputSlots) = ShapePlan.slotTable(layout.location, byteOffset: layout.byteOffset, offsets: placement.offsets, constants: executor.constants)
+        }
+        fallbacks = ShapePlan.fallbacks(layout, bindings, base: base)
+        direct = zip(outputs, outputRoots).map { o, candidate in
+            guard let (root, slots) = candidate, !o.dtype.isSubByte, let count = elementCount(o.shape),
+                  layout.rootBytes[root] == count * o.dtype.bitWidth / 8 else { return nil }
+            return slots
+        }
+    }
+
+    /// The fallbacks of the planned steps: the base's when no binding made again changed them.
+    private static func fallbacks(_ layout: PlanLayout, _ bindings: [Binding?], base: ShapePlan?) -> [String] {
+        if let base, let rebuilt = layout.rebuilt, rebuilt.allSatisfy({ bindings[$0]?.fallback == base.bindings[$0]?.fallback }) {
+            return base.fallbacks
+        }
+        return layout.planned.compactMap { bindings[$0.index]?.fallback }
     }
 
     /// Arena offsets of a layout's buffers and the room each has there.
@@ -204,39 +240,56 @@ final class ShapePlan: @unchecked Sendable {
 
     /// Binds each planned step to its shapes (or takes its binding from `base` when its operands
     /// are the same); a step whose kernel does not fit them runs the reference kernel. Returns the
-    /// steps, the bindings by step index and the scratch the steps need. Steps of a rebased layout
-    /// that were not `rebuilt` have the base's operands.
-    private static func bind(_ planned: [(index: Int, inputs: [Operand?], outputs: [Operand])], _ executor: FunctionExecutor,
-                             base: [Binding?]?, rebuilt: [Bool]?) throws -> (steps: [PlannedStep], bindings: [Binding?], scratchBytes: Int) {
+    /// steps, the bindings by step index and the scratch the steps need. A rebased layout binds
+    /// only the steps it `rebuilt` (the others have the base's operands), over the base's steps.
+    private static func bind(_ layout: PlanLayout, _ executor: FunctionExecutor, base: ShapePlan?) throws
+        -> (steps: [PlannedStep], bindings: [Binding?], scratchBytes: Int) {
+        if let base, let rebuilt = layout.rebuilt, base.recording.guards.isEmpty, base.steps.count == layout.planned.count {
+            var (steps, bindings, scratchBytes) = (base.steps, base.bindings, base.scratchBytes)
+            for i in rebuilt {
+                let p = layout.plannedAt[i], planned = layout.planned[p]
+                if let b = base.bindings[i], Operand.same(b.inputs, planned.inputs) && Operand.same(b.outputs, planned.outputs) { continue }
+                let binding = try bind(planned, executor)
+                scratchBytes = max(scratchBytes, binding.scratchBytes)
+                bindings[i] = binding
+                steps[p] = PlannedStep(index: i, bound: binding.bound)
+            }
+            return (steps, bindings, scratchBytes)
+        }
         var steps: [PlannedStep] = []
         var bindings = [Binding?](repeating: nil, count: executor.steps.count)
         var scratchBytes = 0
-        steps.reserveCapacity(planned.count)
-        for p in planned {
+        steps.reserveCapacity(layout.planned.count)
+        for p in layout.planned {
             var binding: Binding
-            if let b = base?[p.index], rebuilt.map({ !$0[p.index] }) ?? false || (Operand.same(b.inputs, p.inputs) && Operand.same(b.outputs, p.outputs)) {
+            if let b = base?.bindings[p.index], Operand.same(b.inputs, p.inputs) && Operand.same(b.outputs, p.outputs) {
                 binding = b
             } else {
-                let kernel = executor.steps[p.index].kernel
-                var context = BindContext(threads: executor.threads, scratchSlot: executor.slotCount)
-                do {
-                    let bound = try kernel.bind(p.inputs, p.outputs, &context)
-                    let fallback = kernel is ReferenceStep ? "\(executor.steps[p.index].name): reference" : nil
-                    binding = Binding(inputs: p.inputs, outputs: p.outputs, bound: bound, scratchBytes: context.scratchBytes, fallback: fallback)
-                } catch let e as OpError {
-                    let step = executor.steps[p.index]
-                    let fallback = ReferenceStep(kernel: step.reference, fallback: e.reason)
-                    context = BindContext(threads: executor.threads, scratchSlot: executor.slotCount)
-                    let bound = try fallback.bind(p.inputs, p.outputs, &context)
-                    binding = Binding(inputs: p.inputs, outputs: p.outputs, bound: bound, scratchBytes: context.scratchBytes,
-                                      fallback: "\(step.name): \(step.kernel.id) does not fit (\(e.reason)); reference")
-                }
+                binding = try bind(p, executor)
             }
             scratchBytes = max(scratchBytes, binding.scratchBytes)
             bindings[p.index] = binding
             steps.append(PlannedStep(index: p.index, bound: binding.bound))
         }
         return (steps, bindings, scratchBytes)
+    }
+
+    /// One step bound to its operands, or its reference kernel when the step's kernel does not fit them.
+    private static func bind(_ p: PlanLayout.Planned, _ executor: FunctionExecutor) throws -> Binding {
+        let kernel = executor.steps[p.index].kernel
+        var context = BindContext(threads: executor.threads, scratchSlot: executor.slotCount)
+        do {
+            let bound = try kernel.bind(p.inputs, p.outputs, &context)
+            let fallback = kernel is ReferenceStep ? "\(executor.steps[p.index].name): reference" : nil
+            return Binding(inputs: p.inputs, outputs: p.outputs, bound: bound, scratchBytes: context.scratchBytes, fallback: fallback)
+        } catch let e as OpError {
+            let step = executor.steps[p.index]
+            let fallback = ReferenceStep(kernel: step.reference, fallback: e.reason)
+            context = BindContext(threads: executor.threads, scratchSlot: executor.slotCount)
+            let bound = try fallback.bind(p.inputs, p.outputs, &context)
+            return Binding(inputs: p.inputs, outputs: p.outputs, bound: bound, scratchBytes: context.scratchBytes,
+                           fallback: "\(step.name): \(step.kernel.id) does not fit (\(e.reason)); reference")
+        }
     }
 
     /// The steps with a check of each guarded value before the first step at or after the one that reads it.
@@ -298,21 +351,21 @@ final class ShapePlan: @unchecked Sendable {
         return (fixed, arena, inputs)
     }
 
-    /// An output that is the whole of an arena buffer no other output shares is written in
-    /// place of its copy: every slot in that buffer points into the run's result array.
-    private static func directOutputs(_ outputs: [(name: String, slot: Int, shape: [Int], dtype: DataType)], _ outputSlots: [Int],
-                                      location: [Location?], byteOffset: [Int], rootBytes: [Int]) -> [[(slot: Int, offset: Int)]?] {
+    /// Per output, the arena buffer it starts and no other output shares, with every slot in
+    /// that buffer: when the output is the whole buffer it is written in place of its copy (every
+    /// slot in the buffer points into the run's result array).
+    private static func outputRoots(_ outputSlots: [Int], location: [Location?], byteOffset: [Int]) -> [(root: Int, slots: [(slot: Int, offset: Int)])?] {
         var outputsPerRoot: [Int: Int] = [:]
         for s in outputSlots { if case .arena(let r)? = location[s] { outputsPerRoot[r, default: 0] += 1 } }
         var slotsOfRoot: [Int: [(slot: Int, offset: Int)]] = [:]
-        for s in location.indices { if case .arena(let r)? = location[s] { slotsOfRoot[r, default: []].append((s, byteOffset[s])) } }
-        return outputs.map { o in
-            guard case .arena(let r)? = location[o.slot], byteOffset[o.slot] == 0, outputsPerRoot[r] == 1, !o.dtype.isSubByte,
-                  let count = elementCount(o.shape), rootBytes[r] == count * o.dtype.bitWidth / 8 else { return nil }
-            return slotsOfRoot[r]
+        for s in location.indices {
+            if case .arena(let r)? = location[s], outputsPerRoot[r] == 1 { slotsOfRoot[r, default: []].append((s, byteOffset[s])) }
+        }
+        return outputSlots.map { s in
+            guard case .arena(let r)? = location[s], byteOffset[s] == 0, outputsPerRoot[r] == 1, let slots = slotsOfRoot[r] else { return nil }
+            return (r, slots)
         }
     }
-
 
     /// Runs the plan on inputs of the planned shapes.
     func run(_ args: [NDArray], executor: FunctionExecutor) throws -> [String: NDArray] {
