@@ -48,6 +48,18 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_q512_b
     r[0] = a;
     for (int i = 1; i < MR; i++) r[i] = r[i - 1] + lda;
     const size_t n0 = panel * 32, npad = (b->n + 31) / 32 * 32;
+    // DEQ 2 (per-block scales, no zero point): for one or two rows, each block's sums are scaled
+    // once into the totals tl/th instead of every decoded value (a matrix-vector product then
+    // issues a shift, a permute and an FMA per 16 values); more rows scale the values.
+    const int BSUM = DEQ == 2 && MR <= 2, PERVAL = DEQ && !BSUM;
+    __m512 tl[2], th[2];
+    for (int i = 0; i < 2; i++) tl[i] = th[i] = _mm512_setzero_ps();
+#define Q512_FLUSH(s0, s1) \
+    for (int i = 0; i < MR; i++) { \
+        tl[i] = _mm512_fmadd_ps(_mm512_add_ps(l[0][i], l[1][i]), s0, tl[i]); \
+        th[i] = _mm512_fmadd_ps(_mm512_add_ps(h[0][i], h[1][i]), s1, th[i]); \
+        l[0][i] = l[1][i] = h[0][i] = h[1][i] = _mm512_setzero_ps(); \
+    }
     if (MODE == Q512_I8 || MODE == Q512_U8) {
         const uint8_t *src = (const uint8_t *)b->data + panel * k * 32;
         const size_t kb = DEQ ? b->k_block : k;
@@ -60,15 +72,22 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_q512_b
                 if (b->zero) { z0 = _mm512_loadu_ps(b->zero + (sp - b->scale)); z1 = _mm512_loadu_ps(b->zero + (sp - b->scale) + 16); }
             }
             const size_t end = k0 + kb < k ? k0 + kb : k;
+            if (BSUM && k0 > 0) {
+                // The previous block's sums, with its scales (loaded again: they were replaced above).
+                const float *pp = b->scale + (k0 / kb - 1) * npad + n0;
+                const __m512 p0 = _mm512_loadu_ps(pp), p1 = _mm512_loadu_ps(pp + 16);
+                Q512_FLUSH(p0, p1)
+            }
             for (size_t p = k0; p < end; p++) {
                 // The panel streams from memory for a few rows of A: fetch ahead of the hardware prefetcher.
                 if ((p & 1) == 0) _mm_prefetch((const char *)(src + (p + 128) * 32), _MM_HINT_T0);
                 const __m128i w0 = _mm_loadu_si128((const __m128i *)(src + p * 32)), w1 = _mm_loadu_si128((const __m128i *)(src + p * 32 + 16));
                 __m512 b0 = _mm512_cvtepi32_ps(MODE == Q512_I8 ? _mm512_cvtepi8_epi32(w0) : _mm512_cvtepu8_epi32(w0));
                 __m512 b1 = _mm512_cvtepi32_ps(MODE == Q512_I8 ? _mm512_cvtepi8_epi32(w1) : _mm512_cvtepu8_epi32(w1));
-                if (DEQ) { b0 = _mm512_mul_ps(_mm512_sub_ps(b0, z0), s0); b1 = _mm512_mul_ps(_mm512_sub_ps(b1, z1), s1); }
+                if (PERVAL) { b0 = _mm512_mul_ps(_mm512_sub_ps(b0, z0), s0); b1 = _mm512_mul_ps(_mm512_sub_ps(b1, z1), s1); }
                 if (Q512_SETS(MR) == 2 && (p & 1)) { Q512_FMA(1, p) } else { Q512_FMA(0, p) }
             }
+            if (BSUM && end == k) { Q512_FLUSH(s0, s1) }
         }
     } else {
         // K-packed words: G steps of k per row of 32 words.
@@ -104,6 +123,7 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_q512_b
             const __m512i w0 = _mm512_loadu_si512(src + g * 32), w1 = _mm512_loadu_si512(src + g * 32 + 16);
             const size_t p0 = g * G;
             if (DEQ && p0 % kb == 0) {
+                if (BSUM && p0 > 0) { Q512_FLUSH(s0, s1) }
                 const float *sp = b->scale + (p0 / kb) * npad + n0;
                 s0 = _mm512_loadu_ps(sp);
                 s1 = _mm512_loadu_ps(sp + 16);
@@ -121,7 +141,7 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_q512_b
                     b0 = kiln_q512_lut(MODE, _mm512_srli_epi32(w0, BITS * (tt)), L0); \
                     b1 = kiln_q512_lut(MODE, _mm512_srli_epi32(w1, BITS * (tt)), L1); \
                 } \
-                if (DEQ) { b0 = _mm512_mul_ps(_mm512_sub_ps(b0, z0), s0); b1 = _mm512_mul_ps(_mm512_sub_ps(b1, z1), s1); } \
+                if (PERVAL) { b0 = _mm512_mul_ps(_mm512_sub_ps(b0, z0), s0); b1 = _mm512_mul_ps(_mm512_sub_ps(b1, z1), s1); } \
                 if (Q512_SETS(MR) == 2 && ((tt) & 1)) { Q512_FMA(1, p0 + (tt)) } else { Q512_FMA(0, p0 + (tt)) } \
             }
             Q512_STEP(0) Q512_STEP(1) Q512_STEP(2) Q512_STEP(3) Q512_STEP(4)
@@ -134,7 +154,11 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_q512_b
             }
 #undef Q512_STEP
         }
+        if (BSUM) { Q512_FLUSH(s0, s1) }
     }
+    if (BSUM)
+        for (int i = 0; i < MR; i++) { l[0][i] = tl[i]; h[0][i] = th[i]; }
+#undef Q512_FLUSH
     if (Q512_SETS(MR) == 2)
         for (int i = 0; i < MR; i++) { l[0][i] = _mm512_add_ps(l[0][i], l[1][i]); h[0][i] = _mm512_add_ps(h[0][i], h[1][i]); }
     // One scale per column: of the whole K (integers without a zero point), or a table's.
@@ -165,10 +189,12 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_q512_b
     }
 Q512_VARIANT(kiln_q512_i8, Q512_I8, 8, 0)
 Q512_VARIANT(kiln_q512_i8_deq, Q512_I8, 8, 1)
+Q512_VARIANT(kiln_q512_i8_bsum, Q512_I8, 8, 2)
 Q512_VARIANT(kiln_q512_u8_deq, Q512_U8, 8, 1)
 Q512_VARIANT(kiln_q512_u8, Q512_U8, 8, 0)
 Q512_VARIANT(kiln_q512_i4, Q512_I4, 4, 0)
 Q512_VARIANT(kiln_q512_i4_deq, Q512_I4, 4, 1)
+Q512_VARIANT(kiln_q512_i4_bsum, Q512_I4, 4, 2)
 Q512_VARIANT(kiln_q512_u4_deq, Q512_U4, 4, 1)
 Q512_VARIANT(kiln_q512_lut1, Q512_LUT, 1, 0)
 Q512_VARIANT(kiln_q512_lut2, Q512_LUT, 2, 0)
@@ -185,11 +211,11 @@ KILN_TARGET_AVX512 void kiln_q_gemm_8x32__avx512(size_t mr, size_t nc, size_t k,
     kiln_q_gemm_fn fn = NULL;
     if (lda != 0 && b->nr == 32 && k > 0) {
         switch (b->kind) {
-        case KILN_B_INT8: fn = deq ? kiln_q512_i8_deq : kiln_q512_i8; break;
+        case KILN_B_INT8: fn = !deq ? kiln_q512_i8 : b->zero ? kiln_q512_i8_deq : kiln_q512_i8_bsum; break;
         case KILN_B_UINT8: fn = deq ? kiln_q512_u8_deq : kiln_q512_u8; break;
         case KILN_B_INT4:
             if (deq && b->k_block % 8) break;
-            fn = b->is_signed ? (deq ? kiln_q512_i4_deq : kiln_q512_i4) : (deq ? kiln_q512_u4_deq : NULL);
+            fn = b->is_signed ? (!deq ? kiln_q512_i4 : b->zero ? kiln_q512_i4_deq : kiln_q512_i4_bsum) : (deq ? kiln_q512_u4_deq : NULL);
             break;
         case KILN_B_LUT_K:
             if (!kiln_q_lut_in_registers(b, 16)) break;
