@@ -34,6 +34,32 @@ final class ConvertCommandTests: XCTestCase {
         XCTAssertEqual((json["functions"] as? [[String: Any]])?.first?["name"] as? String, "forward")
     }
 
+    func testSeveralGraphsBecomeFunctionsOfOnePackage() throws {
+        let dir = try temporaryDirectory(self)
+        let minilm = "\(testModels)/minilm_l3_paraphrase.onnx", mobile = "\(testModels)/mobilenetv3_orientation.onnx"
+        var r = try kiln(["convert", "encoder=\(minilm)", "again=\(minilm)", mobile, "-o", "\(dir)/Multi.kiln"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        r = try kiln(["inspect", "\(dir)/Multi.kiln", "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let json = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as! [String: Any]
+        XCTAssertEqual(json["name"] as? String, "minilm_l3_paraphrase")
+        XCTAssertEqual((json["functions"] as? [[String: Any]])?.map { $0["name"] as? String }, ["encoder", "again", "mobilenetv3_orientation"])
+        // The two encoders share their parameters: MiniLM's 17,243,008 and MobileNet's 1,687,589, once each.
+        let text = try kiln(["inspect", "\(dir)/Multi.kiln"]).stdout
+        XCTAssertTrue(text.contains("parameters     18,930,597 (18.9M)"), text)
+        let golden = "\(testGoldens)/minilm_l3_paraphrase"
+        r = try kiln(["run", "\(dir)/Multi.kiln", "--function", "again", "--input", "input_ids=\(golden)/in_0_input_ids.npy",
+                      "--input", "attention_mask=\(golden)/in_1_attention_mask.npy", "--output-dir", "\(dir)/out"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        r = try kiln(["convert", "a=\(minilm)", "b=\(minilm)", "--function-name", "x", "-o", "\(dir)/X.kiln"])
+        XCTAssertEqual(r.status, 64)
+        XCTAssertTrue(r.stderr.contains("--function-name names the function of one graph"), r.stderr)
+        r = try kiln(["convert", "a=\(minilm)", "a=\(mobile)", "-o", "\(dir)/Y.kiln"])
+        XCTAssertEqual(r.status, 1)
+        XCTAssertTrue(r.stderr.contains("two functions are called 'a'"), r.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(dir)/Y.kiln"))
+    }
+
     func testUnsupportedModelWritesNothing() throws {
         let dir = try temporaryDirectory(self)
         let r = try kiln(["convert", "\(models)/unsupported_ops.onnx", "-o", "\(dir)/U.kiln"])
