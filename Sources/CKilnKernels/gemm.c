@@ -129,7 +129,6 @@ void kiln_f32_pack_b(size_t k, size_t n, size_t nr, const float *b, size_t ldb, 
 
 void kiln_unpack_b_rows(const kiln_packed_b *b, size_t p, size_t k0, size_t kc, float *out) {
     const size_t k = b->k, nr = b->nr, n0 = p * nr;
-    const size_t npad = (b->n + nr - 1) / nr * nr;
     switch (b->kind) {
     case KILN_B_F32:
         memcpy(out, (const float *)b->data + (p * k + k0) * nr, kc * nr * sizeof(float));
@@ -142,9 +141,8 @@ void kiln_unpack_b_rows(const kiln_packed_b *b, size_t p, size_t k0, size_t kc, 
         const uint32_t *w4 = (const uint32_t *)b->data + p * ((k + 7) / 8) * nr;
         for (size_t r = 0; r < kc; r++) {
             const size_t kk = k0 + r;
-            const size_t row = (kk / b->k_block) * npad + n0;
-            const float *scale = b->scale + row;
-            const float *zero = b->zero ? b->zero + row : NULL;
+            const float *scale = kiln_panel_block(b->scale, b, p, kk / b->k_block);
+            const float *zero = b->zero ? kiln_panel_block(b->zero, b, p, kk / b->k_block) : NULL;
             for (size_t j = 0; j < nr; j++) {
                 float q;
                 if (b->kind == KILN_B_INT8) q = (float)s8[kk * nr + j];

@@ -51,14 +51,14 @@ static inline __attribute__((always_inline)) void kiln_q_neon_body(const int MOD
                                                                    float *c, size_t ldc, const kiln_tile_args *t) {
     const float *r0 = a, *r1 = mr > 1 ? r0 + lda : r0, *r2 = mr > 2 ? r1 + lda : r1, *r3 = mr > 3 ? r2 + lda : r2;
     float32x4_t c00 = vdupq_n_f32(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    const size_t n0 = panel * 8, npad = (b->n + 7) / 8 * 8, kb = DEQ ? b->k_block : k;
+    const size_t n0 = panel * 8, kb = DEQ ? b->k_block : k;
     float32x4_t s0 = vdupq_n_f32(1), s1 = s0, z0 = vdupq_n_f32(0), z1 = z0;
     const int8_t *s8 = (const int8_t *)b->data + panel * k * 8;
     const uint32_t *w4 = (const uint32_t *)b->data + panel * ((k + 7) / 8) * 8;
     uint32x4_t wa = vdupq_n_u32(0), wb = wa;
     for (size_t p = 0; p < k; p++) {
         if (DEQ && p % kb == 0) {
-            const float *sp = b->scale + (p / kb) * npad + n0;
+            const float *sp = kiln_panel_block(b->scale, b, panel, p / kb);
             s0 = vld1q_f32(sp);
             s1 = vld1q_f32(sp + 4);
             if (b->zero) { z0 = vld1q_f32(b->zero + (sp - b->scale)); z1 = vld1q_f32(b->zero + (sp - b->scale) + 4); }

@@ -43,14 +43,14 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_q256_bod
     const float *r[6];
     r[0] = a;
     for (int i = 1; i < MR; i++) r[i] = r[i - 1] + lda;
-    const size_t n0 = panel * 16, npad = (b->n + 15) / 16 * 16;
+    const size_t n0 = panel * 16;
     if (MODE == Q256_I8 || MODE == Q256_U8) {
         const uint8_t *src = (const uint8_t *)b->data + panel * k * 16;
         const size_t kb = DEQ ? b->k_block : k;
         for (size_t k0 = 0; k0 < k; k0 += kb) {
             __m256 s0 = _mm256_set1_ps(1), s1 = s0, z0 = _mm256_setzero_ps(), z1 = z0;
             if (DEQ) {
-                const float *sp = b->scale + (k0 / kb) * npad + n0;
+                const float *sp = kiln_panel_block(b->scale, b, panel, k0 / kb);
                 s0 = _mm256_loadu_ps(sp);
                 s1 = _mm256_loadu_ps(sp + 8);
                 if (b->zero) { z0 = _mm256_loadu_ps(b->zero + (sp - b->scale)); z1 = _mm256_loadu_ps(b->zero + (sp - b->scale) + 8); }
@@ -89,7 +89,7 @@ KILN_TARGET_AVX2 static inline __attribute__((always_inline)) void kiln_q256_bod
             const __m256i w0 = _mm256_loadu_si256((const __m256i *)(src + g * 16)), w1 = _mm256_loadu_si256((const __m256i *)(src + g * 16 + 8));
             const size_t p0 = g * G;
             if (DEQ && p0 % kb == 0) {
-                const float *sp = b->scale + (p0 / kb) * npad + n0;
+                const float *sp = kiln_panel_block(b->scale, b, panel, p0 / kb);
                 s0 = _mm256_loadu_ps(sp);
                 s1 = _mm256_loadu_ps(sp + 8);
                 if (b->zero) { z0 = _mm256_loadu_ps(b->zero + (sp - b->scale)); z1 = _mm256_loadu_ps(b->zero + (sp - b->scale) + 8); }

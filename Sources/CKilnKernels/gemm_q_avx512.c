@@ -47,7 +47,7 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_q512_b
     const float *r[8];
     r[0] = a;
     for (int i = 1; i < MR; i++) r[i] = r[i - 1] + lda;
-    const size_t n0 = panel * 32, npad = (b->n + 31) / 32 * 32;
+    const size_t n0 = panel * 32;
     // DEQ 2 (per-block scales, no zero point): for one or two rows, each block's sums are scaled
     // once into the totals tl/th instead of every decoded value (a matrix-vector product then
     // issues a shift, a permute and an FMA per 16 values); more rows scale the values.
@@ -66,7 +66,7 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_q512_b
         for (size_t k0 = 0; k0 < k; k0 += kb) {
             __m512 s0 = _mm512_set1_ps(1), s1 = s0, z0 = _mm512_setzero_ps(), z1 = z0;
             if (DEQ) {
-                const float *sp = b->scale + (k0 / kb) * npad + n0;
+                const float *sp = kiln_panel_block(b->scale, b, panel, k0 / kb);
                 s0 = _mm512_loadu_ps(sp);
                 s1 = _mm512_loadu_ps(sp + 16);
                 if (b->zero) { z0 = _mm512_loadu_ps(b->zero + (sp - b->scale)); z1 = _mm512_loadu_ps(b->zero + (sp - b->scale) + 16); }
@@ -74,7 +74,7 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_q512_b
             const size_t end = k0 + kb < k ? k0 + kb : k;
             if (BSUM && k0 > 0) {
                 // The previous block's sums, with its scales (loaded again: they were replaced above).
-                const float *pp = b->scale + (k0 / kb - 1) * npad + n0;
+                const float *pp = kiln_panel_block(b->scale, b, panel, k0 / kb - 1);
                 const __m512 p0 = _mm512_loadu_ps(pp), p1 = _mm512_loadu_ps(pp + 16);
                 Q512_FLUSH(p0, p1)
             }
@@ -124,7 +124,7 @@ KILN_TARGET_AVX512 static inline __attribute__((always_inline)) void kiln_q512_b
             const size_t p0 = g * G;
             if (DEQ && p0 % kb == 0) {
                 if (BSUM && p0 > 0) { Q512_FLUSH(s0, s1) }
-                const float *sp = b->scale + (p0 / kb) * npad + n0;
+                const float *sp = kiln_panel_block(b->scale, b, panel, p0 / kb);
                 s0 = _mm512_loadu_ps(sp);
                 s1 = _mm512_loadu_ps(sp + 16);
                 if (b->zero) { z0 = _mm512_loadu_ps(b->zero + (sp - b->scale)); z1 = _mm512_loadu_ps(b->zero + (sp - b->scale) + 16); }

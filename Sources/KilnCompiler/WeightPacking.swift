@@ -7,7 +7,7 @@ import KilnReference
 /// Dense float weights become float32 panels. Compressed weights stay compressed:
 /// linear-quantized ones as 8-bit integer panels, or 4-bit ones packed along K (eight per
 /// word, `int32`/`uint32` blobs by signedness), with float32 scale and zero point per
-/// (K block, column); palettized ones as indices packed along K (32 / nbits per word) with
+/// (K block, column), panel by panel ([panels, K blocks, nr]); palettized ones as indices packed along K (32 / nbits per word) with
 /// their tables and optional per-column scale. A compressed weight whose blocks do not
 /// follow (K block, column) is packed dense.
 package enum WeightPacking {
@@ -54,15 +54,16 @@ package enum WeightPacking {
             } else {
                 data = blob(panelOrder({ UInt8(ints[o.flat($0, $1)]) }, pad: 0), .uint8, [panels, o.k, nr])
             }
+            // Scales and zero points panel by panel, [panels, K blocks, nr]: beside the panel's values in the stream.
             var scales = [Float](repeating: 0, count: blocks * npad), zeros = [Float](repeating: 0, count: blocks * npad)
             for b in 0 ..< blocks { for n in 0 ..< o.n {
-                let i = o.flat(b * kBlock, n)
-                scales[b * npad + n] = scale[block(i)]
-                if let zero, let zeroBlock { zeros[b * npad + n] = Float(zero[zeroBlock(i)]) }
+                let i = o.flat(b * kBlock, n), at = ((n / nr) * blocks + b) * nr + n % nr
+                scales[at] = scale[block(i)]
+                if let zero, let zeroBlock { zeros[at] = Float(zero[zeroBlock(i)]) }
             } }
             return Weight(name: name, dtype: .float32, shape: [o.k, o.n], encoding: .quantized(QuantizedWeight(
-                data: data, scale: blob(scales, .float32, [blocks, npad]),
-                zeroPoint: zero == nil ? nil : blob(zeros, .float32, [blocks, npad]))))
+                data: data, scale: blob(scales, .float32, [panels, blocks, nr]),
+                zeroPoint: zero == nil ? nil : blob(zeros, .float32, [panels, blocks, nr]))))
         case .palettized(let p):
             let bits = p.indices.dtype.bitWidth
             let entries = 1 << bits

@@ -28,7 +28,9 @@ final class CrossArchTests: XCTestCase {
             b.data = q.data.data.baseAddress
             b.scale = q.scale.data.baseAddress.assumingMemoryBound(to: Float.self)
             b.zero = q.zeroPoint.map { $0.data.baseAddress.assumingMemoryBound(to: Float.self) }
-            b.k_block = k / q.scale.shape[0]
+            // Scales panel by panel: [panels, K blocks, nr].
+            XCTAssertEqual(q.scale.shape.count, 3)
+            b.k_block = k / q.scale.shape[1]
             keep = [q.data.data, q.scale.data]
         case .palettized(let p):
             b.kind = Int32(p.indices.dtype == .uint32 ? KILN_B_LUT_K : KILN_B_LUT)

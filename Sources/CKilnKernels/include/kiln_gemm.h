@@ -51,7 +51,9 @@ typedef struct kiln_packed_b {
     size_t k, n, nr;
     const void *data;          // panels; or, for KILN_B_F32 with ldb != 0, a row-major K x N matrix
     size_t ldb;                // KILN_B_F32 only: row stride of an unpacked B (0 = packed panels)
-    // KILN_B_INT8 / KILN_B_UINT8: scale and zero point, [k_blocks][n_padded], block size k_block.
+    // KILN_B_INT8 / KILN_B_UINT8 / KILN_B_INT4: scale and zero point per (K block, column), block
+    // size k_block, panel by panel: [panels][k / k_block][nr] (kiln_panel_block), so that a panel's
+    // scales stream beside its values.
     const float *scale;
     const float *zero;
     size_t k_block;
@@ -64,6 +66,11 @@ typedef struct kiln_packed_b {
     // decoded into scratch and the float32 microkernel runs on it.
     const struct kiln_packed_b_ukernel *q_ukernel;
 } kiln_packed_b;
+
+/// The nr scales (or zero points, from `base`) of K block `blk` of panel `p`.
+static inline const float *kiln_panel_block(const float *base, const kiln_packed_b *b, size_t p, size_t blk) {
+    return base + (p * (b->k / b->k_block) + blk) * b->nr;
+}
 
 typedef struct kiln_epilogue {
     const float *bias;   // per column, or NULL

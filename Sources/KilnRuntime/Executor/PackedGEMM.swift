@@ -42,21 +42,21 @@ struct PackedGEMM: @unchecked Sendable {
         case .quantized(let q) where q.data.dtype == .int32 || q.data.dtype == .uint32:
             // int4 / uint4 packed along K: eight values of a column per word.
             try expect(q.data, q.data.dtype, [panels, (k + 7) / 8, nr], "data")
-            try Self.checkScales(q, name: w.name, k: k, columns: panels * nr)
-            guard q.scale.shape[0] == 1 || (k / q.scale.shape[0]) % 8 == 0 else {
-                throw OpError("packed weight '\(w.name)' has K blocks of \(k / q.scale.shape[0]), not a multiple of 8")
+            let scales = try Self.panelScales(q, name: w.name, k: k, panels: panels, nr: nr)
+            guard scales.blocks == 1 || (k / scales.blocks) % 8 == 0 else {
+                throw OpError("packed weight '\(w.name)' has K blocks of \(k / scales.blocks), not a multiple of 8")
             }
             b.kind = Int32(KILN_B_INT4)
             b.is_signed = q.data.dtype == .int32 ? 1 : 0
-            Self.setScales(q, &b, k: k)
-            storage = [q.data.data, q.scale.data] + (q.zeroPoint.map { [$0.data] } ?? [])
+            Self.setScales(q, scales, &b, k: k)
+            storage = [q.data.data, scales.scale] + (scales.zero.map { [$0] } ?? [])
         case .quantized(let q):
             guard q.data.dtype == .int8 || q.data.dtype == .uint8 else { throw OpError("packed weight '\(w.name)' has \(q.data.dtype.rawValue) data") }
             try expect(q.data, q.data.dtype, [panels, k, nr], "data")
-            try Self.checkScales(q, name: w.name, k: k, columns: panels * nr)
+            let scales = try Self.panelScales(q, name: w.name, k: k, panels: panels, nr: nr)
             b.kind = Int32(q.data.dtype == .int8 ? KILN_B_INT8 : KILN_B_UINT8)
-            Self.setScales(q, &b, k: k)
-            storage = [q.data.data, q.scale.data] + (q.zeroPoint.map { [$0.data] } ?? [])
+            Self.setScales(q, scales, &b, k: k)
+            storage = [q.data.data, scales.scale] + (scales.zero.map { [$0] } ?? [])
         case .palettized(let p):
             let bits: Int
             if p.indices.dtype == .uint32 {
@@ -89,22 +89,38 @@ struct PackedGEMM: @unchecked Sendable {
         self.b = b
     }
 
-    /// Checks a packed quantized weight's scale (and zero point): float32 [K blocks, padded N].
-    private static func checkScales(_ q: QuantizedWeight, name: String, k: Int, columns: Int) throws {
-        guard q.scale.shape.count == 2, q.scale.shape[1] == columns, q.scale.shape[0] >= 1, k % q.scale.shape[0] == 0,
-              q.scale.dtype == .float32, q.scale.data.count == q.scale.shape[0] * columns * 4 else {
-            throw OpError("packed weight '\(name)' scale is \(q.scale.dtype.rawValue)\(q.scale.shape), expected float32 [K blocks, \(columns)]")
+    /// A packed quantized weight's scale (and zero point) in the kernels' order, float32
+    /// [panels, K blocks, nr] (`kiln_panel_block`): a panel's scales stream beside its values.
+    /// Artifacts written before that order hold them [K blocks, padded N]; with more than one
+    /// block those are reordered here (one block is the same either way).
+    private static func panelScales(_ q: QuantizedWeight, name: String, k: Int, panels: Int, nr: Int) throws
+        -> (scale: ByteStorage, zero: ByteStorage?, blocks: Int) {
+        let shape = q.scale.shape
+        let blocks = shape.count == 3 ? shape[1] : shape.count == 2 ? shape[0] : 0
+        let fits = shape.count == 3 ? shape == [panels, blocks, nr] : shape.count == 2 && shape[1] == panels * nr
+        guard fits, blocks >= 1, k % blocks == 0, q.scale.dtype == .float32, q.scale.data.count == blocks * panels * nr * 4 else {
+            throw OpError("packed weight '\(name)' scale is \(q.scale.dtype.rawValue)\(shape), expected float32 [\(panels), K blocks, \(nr)]")
         }
-        if let z = q.zeroPoint, z.dtype != .float32 || z.shape != q.scale.shape {
-            throw OpError("packed weight '\(name)' zero point is \(z.dtype.rawValue)\(z.shape), expected float32\(q.scale.shape)")
+        if let z = q.zeroPoint, z.dtype != .float32 || z.shape != shape || z.data.count != q.scale.data.count {
+            throw OpError("packed weight '\(name)' zero point is \(z.dtype.rawValue)\(z.shape), expected float32\(shape)")
         }
+        guard shape.count == 2, blocks > 1 else { return (q.scale.data, q.zeroPoint?.data, blocks) }
+        func reordered(_ old: ByteStorage) -> ByteStorage {
+            ByteStorage(byteCount: old.count) { out in
+                let src = old.baseAddress.assumingMemoryBound(to: Float.self), dst = out.bindMemory(to: Float.self)
+                for p in 0 ..< panels { for blk in 0 ..< blocks { for j in 0 ..< nr {
+                    dst[(p * blocks + blk) * nr + j] = src[blk * panels * nr + p * nr + j]
+                } } }
+            }
+        }
+        return (reordered(q.scale.data), q.zeroPoint.map { reordered($0.data) }, blocks)
     }
 
-    private static func setScales(_ q: QuantizedWeight, _ b: inout kiln_packed_b, k: Int) {
+    private static func setScales(_ q: QuantizedWeight, _ scales: (scale: ByteStorage, zero: ByteStorage?, blocks: Int), _ b: inout kiln_packed_b, k: Int) {
         b.data = q.data.data.baseAddress
-        b.scale = q.scale.data.baseAddress.assumingMemoryBound(to: Float.self)
-        b.zero = q.zeroPoint.map { $0.data.baseAddress.assumingMemoryBound(to: Float.self) }
-        b.k_block = k / q.scale.shape[0]
+        b.scale = scales.scale.baseAddress.assumingMemoryBound(to: Float.self)
+        b.zero = scales.zero.map { $0.baseAddress.assumingMemoryBound(to: Float.self) }
+        b.k_block = k / scales.blocks
     }
 
     init(b: kiln_packed_b, ukernel: kiln_f32_gemm_ukernel, mr: Int, storage: [ByteStorage] = []) {
