@@ -70,4 +70,39 @@ final class GemmCanonicalizationTests: XCTestCase {
             }
         }
     }
+
+    /// A compressed weight with `trans_b = 0` (GPT-2's Conv1D after `kiln optimize`) is not
+    /// decoded to be transposed: it stays the matmul's right operand, packed compressed, with the
+    /// bias in the epilogue.
+    func testCompressedWeightStaysCompressed() async throws {
+        let (k, n, block) = (32, 20, 8)
+        var b = ModelBuilder(name: "compressed_gemm")
+        let ints = (0 ..< k * n).map { UInt8(bitPattern: Int8(truncatingIfNeeded: ($0 * 29 + 3) % 255 - 127)) }
+        let scales = (0 ..< k / block * n).map { Float(1 + $0 % 5) / 512 }
+        let w = Weight(name: "wq", dtype: .float32, shape: [k, n], encoding: .quantized(QuantizedWeight(
+            data: WeightBlob(dtype: .int8, shape: [k, n], data: ByteStorage(ints)),
+            scale: WeightBlob(dtype: .float32, shape: [k / block, n], data: ByteStorage(scales.withUnsafeBytes { Array($0) })), zeroPoint: nil)))
+        try b.add(w)
+        let c = try b.addWeight("c", shape: [n], values: values(n, 3))
+        var f = b.function("main")
+        let x = f.input("x", TensorType(.float32, [.symbol("m"), .size(k)]))
+        f.output("y", try f.apply1("gemm", [x, f.use(w), f.use(c)], [:], name: "conv1d"))
+        try b.add(f)
+        let model = try b.build()
+        guard let arch = Architecture.host else { throw XCTSkip("no runnable architecture") }
+        var unit = CompilationUnit(model: model, arch: arch)
+        try GemmCanonicalization().apply(to: &unit)
+        let mm = try XCTUnwrap(unit.model.functions[0].operations.first { $0.opType == "matmul" })
+        XCTAssertEqual(mm.inputs[1], "wq", "the stored weight itself")
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = try compiledForHost(model, in: dir)
+        let (_, plan) = try Compiler.compile(model, options: Compiler.Options(arch: arch), sourceDigest: [UInt8](repeating: 7, count: 32))
+        let packed = try XCTUnwrap(plan.model.weights.first { $0.name.hasPrefix("wq@") })
+        XCTAssertEqual(packed.encoding.kindName, "quantized", "packed as int8, not decoded")
+        for m in [1, 5] {
+            let inputs = ["x": NDArray(shape: [m, k], scalars: values(k * m, 5))]
+            _ = try await assertCompiledMatchesReference(model, artifact: path, function: "main", inputs: inputs, label: "rows \(m)")
+        }
+    }
 }

@@ -3,7 +3,8 @@ import KilnReference
 
 /// Rewrites every float32 `gemm` as the ops the compiled kernels run: `linear` when `B` is a
 /// stored weight (transposed at compile time when `trans_b = 0`, scaled by `alpha`, with
-/// `beta·C` as its bias when `C` is a vector), else `matmul`; `trans_a`, `alpha` and `beta`
+/// `beta·C` as its bias when `C` is a vector) — but a compressed weight with `trans_b = 0` and
+/// `alpha = 1` becomes `matmul`'s right operand as stored, so that it stays compressed — else `matmul`; `trans_a`, `alpha` and `beta`
 /// on run-time values become `transpose`, `mul` and `add`.
 ///
 /// Before: `y = gemm(x, W[K, N], c[N])` (how a GPT-2 `Conv1D` exports: `transB = 0`) — after:
@@ -100,7 +101,16 @@ public struct GemmCanonicalization: CompilerPass {
             let needsAdd = c != nil && bias == nil && beta != 0
             let product = needsAdd || (alpha != 1 && unit.weight(op.inputs[1]) == nil) ? nil : y.name
             var result: String
-            if let w = unit.weight(op.inputs[1]), w.shape.count == 2 {
+            if let w = unit.weight(op.inputs[1]), w.shape.count == 2, !tb, alpha == 1, w.encoding.kindName != "dense" {
+                // A compressed B[K, N] stays compressed (transposing it here would decode it): a
+                // matmul with the weight as its right operand, which lowering packs as it is and
+                // epilogue fusion gives the bias.
+                let plain = bias == nil && !needsAdd
+                result = emit("matmul", [a, w.name], y.type, for: op, name: plain ? op.name : nil, output: plain ? y.name : nil)
+                if let bias {
+                    result = emit("add", [result, bias], y.type, for: op, name: needsAdd ? nil : op.name, output: needsAdd ? nil : y.name)
+                }
+            } else if let w = unit.weight(op.inputs[1]), w.shape.count == 2 {
                 // A stored B: linear over W[N, K], transposed and scaled here.
                 var values = try decode(w)
                 let (rows, cols) = (w.shape[0], w.shape[1])
