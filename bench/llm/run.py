@@ -34,6 +34,9 @@ sys.path.insert(0, HERE)
 import llmenv  # noqa: E402
 
 llmenv.ensure()
+# NumPy's OpenBLAS keeps a pool of threads that spin after a call: in a process timing runtimes
+# on the same cores, they would take cycles from whichever runs next. The bench uses no BLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 

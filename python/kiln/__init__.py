@@ -267,9 +267,11 @@ def _outputs(out: ctypes.c_void_p) -> Dict[str, np.ndarray]:
         shape_ptr = _lib.kiln_tensor_shape(t)
         shape = tuple(shape_ptr[d] for d in range(rank))
         nbytes = _lib.kiln_tensor_bytes(t)
-        data = _lib.kiln_tensor_data(t)
-        raw = ctypes.string_at(data, nbytes) if nbytes else b""
-        result[name] = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        array = np.empty(shape, dtype=dtype)
+        if nbytes:
+            # One copy, straight into the array (the runtime's buffer is freed with the outputs).
+            ctypes.memmove(array.ctypes.data, _lib.kiln_tensor_data(t), nbytes)
+        result[name] = array
     return result
 
 

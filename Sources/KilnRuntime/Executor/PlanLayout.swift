@@ -11,7 +11,15 @@ import KilnReference
 /// operands changed, checks their decisions still hold, and resizes the buffers — O(slots) of
 /// plain array work instead of the whole layout.
 struct PlanLayout {
-    typealias Planned = (index: Int, inputs: [Operand?], outputs: [Operand])
+    /// A step left to run with its operands. A class: a layout rebased from another shares the
+    /// entries of its unchanged steps, one reference each.
+    final class Planned {
+        let index: Int
+        let inputs: [Operand?]
+        let outputs: [Operand]
+
+        init(_ index: Int, _ inputs: [Operand?], _ outputs: [Operand]) { (self.index, self.inputs, self.outputs) = (index, inputs, outputs) }
+    }
 
     var location: [ShapePlan.Location?]
     /// Where in its root, input or constant a slot starts (views of a slice start inside).
@@ -123,7 +131,7 @@ struct PlanLayout {
                 outputs.append(o)
             }
             plannedAt[i] = planned.count
-            planned.append((i, PlanLayout.marked(step.inputs, inputs, sliceOf, at: i), outputs))
+            planned.append(Planned(i, PlanLayout.marked(step.inputs, inputs, sliceOf, at: i), outputs))
         }
         for s in executor.outputSlots { use(s, at: Int.max) }
     }
@@ -189,7 +197,7 @@ struct PlanLayout {
                 }
                 outputs.append(o)
             }
-            layout.planned[p] = (i, marked(ins, inputs, sliceOf, at: i), outputs)
+            layout.planned[p] = Planned(i, marked(ins, inputs, sliceOf, at: i), outputs)
             rebuilt.append(i)
         }
         for r in layout.rootSlot.indices where changed[layout.rootSlot[r]] {

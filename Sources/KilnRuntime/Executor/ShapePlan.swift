@@ -108,12 +108,18 @@ final class ShapePlan: @unchecked Sendable {
     private let layout: PlanLayout
     private let placement: Placement
 
-    struct Binding {
-        var inputs: [Operand?]
-        var outputs: [Operand]
-        var bound: BoundStep
-        var scratchBytes: Int
-        var fallback: String?
+    /// A step bound to its operands. A class: plans derived from one another share the bindings
+    /// of their unchanged steps, and copying a plan's table of them then costs one reference each.
+    final class Binding {
+        let inputs: [Operand?]
+        let outputs: [Operand]
+        let bound: BoundStep
+        let scratchBytes: Int
+        let fallback: String?
+
+        init(inputs: [Operand?], outputs: [Operand], bound: BoundStep, scratchBytes: Int, fallback: String?) {
+            (self.inputs, self.outputs, self.bound, self.scratchBytes, self.fallback) = (inputs, outputs, bound, scratchBytes, fallback)
+        }
     }
 
     /// Plans `recording`. With a `base` (a plan for other sizes), its layout is reused when the
@@ -261,7 +267,7 @@ final class ShapePlan: @unchecked Sendable {
         var scratchBytes = 0
         steps.reserveCapacity(layout.planned.count)
         for p in layout.planned {
-            var binding: Binding
+            let binding: Binding
             if let b = base?.bindings[p.index], Operand.same(b.inputs, p.inputs) && Operand.same(b.outputs, p.outputs) {
                 binding = b
             } else {
