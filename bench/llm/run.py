@@ -571,8 +571,9 @@ def write_report(report):
                 notes.append(f"- **{name}, {what} preparation**: {err}")
     if report.get("llamacppError"):
         notes.append(f"- **llama.cpp**: {report['llamacppError']}")
-    lines += ["", "Kiln's first generation (shape plans built as the cache grows; 8 plans are kept, so every decode "
-              "length is new) against the timed rounds, decode ms/token:", "",
+    lines += ["", "Kiln's first generation (every cache length is a new input shape: its plan is derived from the "
+              "previous length's, and 8 plans are kept, so a later generation derives them again) against the timed "
+              "rounds, decode ms/token:", "",
               "| model | threads | first generation | timed median |", "|---|---|---|---|"]
     for name, mr in report["models"].items():
         for threads, run in sorted(mr.get("runs", {}).items(), key=lambda kv: int(kv[0])):
