@@ -3,9 +3,9 @@ import KilnReference
 
 /// Rewrites every float32 `gemm` as the ops the compiled kernels run: `linear` when `B` is a
 /// stored weight (transposed at compile time when `trans_b = 0`, scaled by `alpha`, with
-/// `beta·C` as its bias when `C` is a vector) — but a compressed weight with `trans_b = 0` and
-/// `alpha = 1` becomes `matmul`'s right operand as stored, so that it stays compressed — else `matmul`; `trans_a`, `alpha` and `beta`
-/// on run-time values become `transpose`, `mul` and `add`.
+/// `beta·C` as its bias when `C` is a vector; a compressed weight with `trans_b = 0` and
+/// `alpha = 1` is instead `matmul`'s right operand as stored, so that it stays compressed), else
+/// `matmul`; `trans_a`, `alpha` and `beta` on run-time values become `transpose`, `mul` and `add`.
 ///
 /// Before: `y = gemm(x, W[K, N], c[N])` (how a GPT-2 `Conv1D` exports: `transB = 0`) — after:
 /// `y = linear(x, Wᵀ[N, K], c)`, which lowering packs for the GEMM microkernels and epilogue
@@ -32,6 +32,11 @@ public struct GemmCanonicalization: CompilerPass {
             f.operations = rewrite.out
             unit.model.functions[fi] = f
         }
+    }
+
+    static func isDense(_ w: Weight) -> Bool {
+        if case .dense = w.encoding { return true }
+        return false
     }
 
     struct Rewrite {
@@ -101,7 +106,7 @@ public struct GemmCanonicalization: CompilerPass {
             let needsAdd = c != nil && bias == nil && beta != 0
             let product = needsAdd || (alpha != 1 && unit.weight(op.inputs[1]) == nil) ? nil : y.name
             var result: String
-            if let w = unit.weight(op.inputs[1]), w.shape.count == 2, !tb, alpha == 1, w.encoding.kindName != "dense" {
+            if let w = unit.weight(op.inputs[1]), w.shape.count == 2, !tb, alpha == 1, !GemmCanonicalization.isDense(w) {
                 // A compressed B[K, N] stays compressed (transposing it here would decode it): a
                 // matmul with the weight as its right operand, which lowering packs as it is and
                 // epilogue fusion gives the bias.
