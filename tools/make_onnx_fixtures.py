@@ -595,6 +595,32 @@ iq = model(
      numpy_helper.from_array(np.array(0.02, dtype=np.float32), "wms")], opset=17)
 save("integer_conv_matmul", iq, {"x": f32(2, 3, 10, 10)})
 
+# A decoder's cache as optimum exports it: the past concatenated with the new rows, a mask whose
+# length is written as an expression of the two dims (spaced unlike Kiln's spelling), and shape
+# arithmetic that adds the two lengths for a Range and an Expand target.
+pc = model(
+    [helper.make_node("Concat", ["past", "x"], ["present"], axis=1),
+     helper.make_node("Shape", ["past"], ["ps"], start=1, end=2),
+     helper.make_node("Shape", ["x"], ["xs"], start=1, end=2),
+     helper.make_node("Add", ["ps", "xs"], ["total"]),
+     helper.make_node("Squeeze", ["total"], ["total0"]),
+     helper.make_node("Range", ["zero", "total0", "one"], ["positions"]),
+     helper.make_node("Cast", ["positions"], ["pf"], to=TensorProto.FLOAT),
+     helper.make_node("Cast", ["mask"], ["mf"], to=TensorProto.FLOAT),
+     helper.make_node("Mul", ["pf", "mf"], ["weighted"]),
+     helper.make_node("Concat", ["total", "four"], ["target"], axis=0),
+     helper.make_node("Unsqueeze", ["weighted", "minus_one"], ["weighted_col"]),
+     helper.make_node("Expand", ["weighted_col", "target"], ["spread"]),
+     helper.make_node("Add", ["present", "spread"], ["y"])],
+    [vi("x", TensorProto.FLOAT, ["batch", "sequence_length", 4]), vi("past", TensorProto.FLOAT, ["batch", "past_sequence_length", 4]),
+     vi("mask", TensorProto.INT64, ["batch", "past_sequence_length+sequence_length"])],
+    [vi("present", TensorProto.FLOAT, ["batch", "past_sequence_length + sequence_length", 4]),
+     vi("y", TensorProto.FLOAT, ["batch", "past_sequence_length + sequence_length", 4])],
+    [numpy_helper.from_array(np.array(0, dtype=np.int64), "zero"), numpy_helper.from_array(np.array(1, dtype=np.int64), "one"),
+     numpy_helper.from_array(np.array([4], dtype=np.int64), "four"), numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus_one")],
+    opset=17)
+save("past_concat_expression", pc, {"x": f32(1, 2, 4), "past": f32(1, 3, 4), "mask": np.array([[1, 1, 0, 1, 1]], dtype=np.int64)})
+
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))
     f.write("\n")

@@ -49,8 +49,34 @@ extension NodeConverter {
             case ("equal", .dim(let x), .dim(let y)) where x == y: return .known(1)
             case ("max", .dim, .known(let v)) where v <= 0: return a
             case ("max", .known(let v), .dim) where v <= 0: return b
-            default: return .unknown
+            default: return NodeConverter.dimArithmetic(op, a, b) ?? .unknown
             }
+        }
+    }
+
+    /// A sum, difference or multiple of run-time dims as the expression of their symbols
+    /// (`past_sequence_length + sequence_length`), when some operand is a dim.
+    static func dimArithmetic(_ op: String, _ a: Element, _ b: Element) -> Element? {
+        func expression(_ e: Element) -> DimExpression? {
+            switch e {
+            case .known(let n): return DimExpression(constant: n)
+            case .dim(let s): return DimExpression(.symbol(s))
+            case .unknown: return nil
+            }
+        }
+        guard a.int == nil || b.int == nil, let x = expression(a), let y = expression(b) else { return nil }
+        let result: DimExpression?
+        switch op {
+        case "add": result = x + y
+        case "sub": result = x - y
+        case "mul" where y.symbols.isEmpty: result = x.scaled(by: y.constant)
+        case "mul" where x.symbols.isEmpty: result = y.scaled(by: x.constant)
+        default: result = nil
+        }
+        switch result?.dimension {
+        case .size(let n)?: return .known(n)
+        case .symbol(let s)?: return .dim(s)
+        case nil: return nil
         }
     }
 
@@ -115,7 +141,16 @@ extension NodeConverter {
     /// - Parameter node: A `Range` node.
     /// - Throws: `ConvertError` when the op refuses the node.
     func range(_ node: ONNXNode) throws {
-        try emit(node, "range", node.inputs, [:])
+        // 0 ..< n by 1, for a run-time dim n (or an expression of dims), is n long.
+        let (start, limit, delta) = (elements(input(node, 0)), elements(input(node, 1)), elements(input(node, 2)))
+        var length: Dimension?
+        if start?.count == 1, start?[0].int == 0, delta?.count == 1, delta?[0].int == 1, limit?.count == 1, case .dim(let s)? = limit?[0] {
+            length = .symbol(s)
+        }
+        try emit(node, "range", node.inputs, [:]) { _, t in
+            guard let t, let length, t.rank == 1 else { return t }
+            return TensorType(t.dtype, [length])
+        }
     }
 
     /// ConstantOfShape: a known shape becomes an attribute; a partly known one gives the output

@@ -141,6 +141,9 @@ enum ONNXDecoder {
                         // write for "unknown") tie nothing.
                         let param = try string(d.dim_param)
                         guard let first = param.unicodeScalars.first, first == "_" || first.properties.isAlphabetic else { return .unknown }
+                        // A name that is an expression of other dims' names (`past_sequence_length +
+                        // sequence_length`) is spelled as Kiln spells the expressions it infers.
+                        if let e = DimExpression(parsing: param), !e.symbols.isEmpty { return e.dimension }
                         return .symbol(param)
                     default: return .unknown
                     }

@@ -177,7 +177,8 @@ public final class ReferenceInterpreter: SubgraphRunner, Sendable {
         return try kernel(try inputs.map { try $0.map { try Weights.widened($0.contiguous()) } })
     }
 
-    /// Checks a result against its declared type: rank, fixed dims, and symbols bound by the inputs.
+    /// Checks a result against its declared type: rank, fixed dims, and symbols (and expressions
+    /// of them) bound by the inputs.
     private func check(_ x: NDArray, against t: TensorType, symbols: [String: Int], op: String) throws {
         let sameKind = x.scalarType == t.dtype || (x.scalarType == .float32 && t.dtype.isFloatingPoint)
         var ok = sameKind && x.rank == t.rank
@@ -185,7 +186,9 @@ public final class ReferenceInterpreter: SubgraphRunner, Sendable {
             for (d, n) in zip(t.shape, x.shape) {
                 switch d {
                 case .size(let s) where s != n: ok = false
-                case .symbol(let s) where symbols[s].map({ $0 != n }) ?? false: ok = false
+                case .symbol(let s) where !s.isEmpty:
+                    // A declared expression of bound symbols (a concat's grown length) is checked too.
+                    if let bound = symbols[s] ?? DimExpression(parsing: s)?.evaluate(symbols), bound != n { ok = false }
                 default: break
                 }
             }

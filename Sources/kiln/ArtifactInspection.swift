@@ -13,7 +13,7 @@ enum ArtifactInspection {
         /// Each step's op name, op type, kernel and config, in plan order, each control-flow op
         /// followed by its bodies' steps (compiled for the artifact's arch as the runtime does).
         var stepKernels: [ControlFlowBodies.PlannedKernel]
-        /// Peak bytes of live op results, every symbolic dim taken as 1.
+        /// Peak bytes of live op results, every symbol taken as 1.
         var arenaBytes: Int
         var symbols: [String]
     }
@@ -31,8 +31,14 @@ enum ArtifactInspection {
                 for (slot, v) in zip(step.outputs, op.outputs) {
                     let elements = v.type.shape.reduce(1) { acc, d -> Int in
                         if case .size(let n) = d { return acc * n }
-                        if case .symbol(let s) = d { symbols.insert(s.isEmpty ? "?" : s) }
-                        return acc
+                        guard case .symbol(let s) = d else { return acc }
+                        // Every symbol is 1, so a dim written as an expression of them is its value there.
+                        guard let e = DimExpression(parsing: s), !e.symbols.isEmpty else {
+                            symbols.insert(s.isEmpty ? "?" : s)
+                            return acc
+                        }
+                        symbols.formUnion(e.symbols)
+                        return acc * max(e.evaluate(Dictionary(uniqueKeysWithValues: e.symbols.map { ($0, 1) })) ?? 1, 0)
                     }
                     bytes[slot] = elements * max(v.type.dtype.bitWidth, 8) / 8
                 }

@@ -35,6 +35,37 @@ enum BenchCommand {
         return n
     }
 
+    /// The `--dim SYMBOL=N` sizes; an expression's text names its dim however it is spaced.
+    static func dimSizes(_ args: ParsedArguments) throws -> [String: Int] {
+        var dims: [String: Int] = [:]
+        for pair in args.values["--dim"] ?? [] {
+            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, !parts[0].isEmpty, let n = Int(parts[1]), n >= 0 else {
+                throw UsageError(message: "'\(pair)' is not SYMBOL=N", command: spec)
+            }
+            let e = DimExpression(parsing: parts[0])
+            dims[e.map { $0.symbols.isEmpty ? parts[0] : $0.description } ?? parts[0]] = n
+        }
+        return dims
+    }
+
+    /// The shape of a generated input: its sizes, each symbol's `--dim`, and a dim written as an
+    /// expression of symbols from theirs.
+    static func generatedShape(_ d: TensorDescriptor, _ dims: [String: Int]) throws -> [Int] {
+        try d.shape.map { dim in
+            guard case .symbol(let s) = dim else { return dim.size! }
+            let key = s.isEmpty ? "?" : s
+            let e = s.isEmpty ? nil : DimExpression(parsing: s)
+            guard let n = dims[key] ?? e?.evaluate(dims) else {
+                let missing = e?.symbols.filter { dims[$0] == nil } ?? [key]
+                let flags = missing.map { "--dim \($0)=N" }.joined(separator: " ")
+                throw UsageError(message: "input '\(d.name)' has symbolic dim '\(key)'; bind it with \(flags) or give --input \(d.name)=FILE.npy", command: spec)
+            }
+            guard n >= 0 else { throw UsageError(message: "input '\(d.name)' dim '\(key)' is \(n) with the sizes given", command: spec) }
+            return n
+        }
+    }
+
     static func run(_ args: ParsedArguments) async throws {
         guard args.positionals.count == 1 else {
             throw UsageError(message: args.positionals.isEmpty ? "missing PATH" : "expected one PATH", command: spec)
@@ -50,14 +81,7 @@ enum BenchCommand {
             guard let s = Double(t), s > 0, s.isFinite else { throw UsageError(message: "--time '\(t)' is not a positive number of seconds", command: spec) }
             seconds = s
         }
-        var dims: [String: Int] = [:]
-        for pair in args.values["--dim"] ?? [] {
-            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, !parts[0].isEmpty, let n = Int(parts[1]), n >= 0 else {
-                throw UsageError(message: "'\(pair)' is not SYMBOL=N", command: spec)
-            }
-            dims[parts[0]] = n
-        }
+        let dims = try dimSizes(args)
         var files: [String: String] = [:]
         for pair in args.values["--input"] ?? [] {
             let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
@@ -89,18 +113,7 @@ enum BenchCommand {
                 inputs[d.name] = try NDArray(npyFile: file)
                 continue
             }
-            var shape: [Int] = []
-            for dim in d.shape {
-                switch dim {
-                case .size(let n): shape.append(n)
-                case .symbol(let s):
-                    let key = s.isEmpty ? "?" : s
-                    guard let n = dims[key] else {
-                        throw UsageError(message: "input '\(d.name)' has symbolic dim '\(key)'; bind it with --dim \(key)=N or give --input \(d.name)=FILE.npy", command: spec)
-                    }
-                    shape.append(n)
-                }
-            }
+            let shape = try generatedShape(d, dims)
             inputs[d.name] = try generated(shape, d.scalarType, vocabulary: max(vocabulary, 1), &rng)
         }
         let firstStart = DispatchTime.now()

@@ -124,6 +124,24 @@ final class CompileCommandTests: XCTestCase {
     }
 }
 
+/// `kiln bench` on a decoder-shaped package: the mask's dim `past_sequence_length +
+/// sequence_length` takes its size from the two base dims.
+final class BenchDimExpressionTests: XCTestCase {
+    func testBaseDimsSizeExpressions() throws {
+        let dir = try temporaryDirectory(self)
+        let onnx = "\(repositoryRoot)/Tests/Fixtures/onnx/models/past_concat_expression.onnx"
+        XCTAssertEqual(try kiln(["convert", onnx, "-o", "\(dir)/d.kiln"]).status, 0)
+        let r = try kiln(["bench", "\(dir)/d.kiln", "--dim", "batch=1", "--dim", "sequence_length=1", "--dim", "past_sequence_length=9",
+                          "--repeat", "2", "--warmup", "0", "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let missing = try kiln(["bench", "\(dir)/d.kiln", "--dim", "batch=1", "--dim", "sequence_length=1"])
+        XCTAssertEqual(missing.status, 64)
+        XCTAssertTrue(missing.stderr.contains("bind it with --dim past_sequence_length=N"), missing.stderr)
+        let inspect = try kiln(["inspect", "\(dir)/d.kiln"])
+        XCTAssertTrue(inspect.stdout.contains("present  float32[batch, past_sequence_length + sequence_length, 4]"), inspect.stdout)
+    }
+}
+
 final class BenchSharedModelTests: XCTestCase {
     /// `kiln bench` on each shared model's package and compiled artifact: the table prints and
     /// the JSON parses, with the golden inputs.

@@ -55,6 +55,28 @@ final class ONNXModelTests: XCTestCase {
         XCTAssertEqual(out.shape, [3, 40])
     }
 
+    /// A cache concatenated with new rows, a mask as long as both, and shape arithmetic adding
+    /// the two lengths: every such dim is the expression `past_sequence_length + sequence_length`
+    /// (the mask's own spelling normalized), which the interpreter checks on every result, and
+    /// which must hold for the inputs.
+    func testGrownCacheDimsAreExpressions() throws {
+        let model = try convertAndCheck("past_concat_expression")
+        let f = model.functions[0]
+        let grown = "past_sequence_length + sequence_length"
+        XCTAssertEqual(f.inputs.map(\.type.description), ["float32[batch, sequence_length, 4]", "float32[batch, past_sequence_length, 4]", "int64[batch, \(grown)]"])
+        XCTAssertEqual(f.outputs.map(\.type.description), ["float32[batch, \(grown), 4]", "float32[batch, \(grown), 4]"])
+        XCTAssertEqual(f.operations.first { $0.opType == "range" }?.outputs[0].type.description, "int64[\(grown)]")
+        // Another past length runs; a mask of the wrong length is refused before anything runs.
+        let interpreter = try ReferenceInterpreter(model: model, function: "main")
+        let x = NDArray(shape: [1, 1, 4], scalars: [Float](repeating: 1, count: 4))
+        let past = NDArray(shape: [1, 5, 4], scalars: [Float](repeating: 0.5, count: 20))
+        let out = try interpreter.run(["x": x, "past": past, "mask": NDArray(shape: [1, 6], scalars: [Int64](repeating: 1, count: 6))])
+        XCTAssertEqual(out["y"]?.shape, [1, 6, 4])
+        XCTAssertThrowsError(try interpreter.run(["x": x, "past": past, "mask": NDArray(shape: [1, 5], scalars: [Int64](repeating: 1, count: 5))])) { error in
+            XCTAssertTrue(String(describing: error).contains("input 'mask' dim 1 (\(grown)) is 5, but \(grown) is 6"), "\(error)")
+        }
+    }
+
     func testShapeArithmeticReshapeKeepsTheKnownDims() throws {
         // Target [batch·seq, 384 / 64, -1]: the product is not a named dim, the -1 is inferred at
         // run time, and the MatMul still sees the 64 (the value info's -1 dims are unknown, not sizes).

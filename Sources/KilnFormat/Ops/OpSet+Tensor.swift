@@ -91,15 +91,17 @@ extension OpSet {
                 guard all.allSatisfy({ $0.rank == rank }) else { throw OpError("concat inputs must have equal ranks") }
                 let a = try axis(ctx, default: 0, rank: rank)
                 var dims = all[0].shape
-                var total: Int? = 0
+                // The joined dim is the sum of the parts: a size, or an expression of their symbols
+                // (a cache `past_sequence_length` long grown by `sequence_length` rows).
+                var total: DimExpression? = DimExpression(constant: 0)
                 for t in all {
                     for i in 0 ..< rank where i != a {
                         try requireEqual(dims[i], t.shape[i], "concat dim \(i)")
                         if dims[i].size == nil, t.shape[i].size != nil { dims[i] = t.shape[i] }
                     }
-                    if let n = t.shape[a].size, let s = total { total = s &+ n } else { total = nil }
+                    if let part = DimExpression(t.shape[a]), let s = total { total = s + part } else { total = nil }
                 }
-                dims[a] = total.map { .size($0) } ?? .unknown
+                dims[a] = total?.dimension ?? .unknown
                 return [TensorType(all[0].dtype, dims)]
             },
             op("split", ["x", "split?"], outputs: 1 ... Int.max, ["axis": .int, "split": .ints, "num_outputs": .int], groups: .copy, shapeInputs: [1]) { ctx in
