@@ -124,6 +124,17 @@ const char *kiln_outputs_name(const kiln_outputs *outputs, size_t index);
 const kiln_tensor *kiln_outputs_tensor(const kiln_outputs *outputs, size_t index);
 void kiln_outputs_free(kiln_outputs *outputs);
 
+/* kiln_model_run with every input given by parallel arrays, in one call: names, dtypes, ranks,
+ * shapes (all inputs' dimensions one after another, ranks[0] + ranks[1] + ... entries), data and
+ * byte counts. The data is borrowed for the call only. Errors name the input. */
+kiln_status kiln_model_run_arrays(kiln_model *model, const char *function, size_t input_count, const char *const *names,
+                                  const kiln_dtype *dtypes, const size_t *ranks, const int64_t *shapes,
+                                  const void *const *data, const size_t *bytes, kiln_outputs **outputs);
+/* Every output's dtype, rank, shape (one after another into shapes, which holds capacity entries;
+ * 32 per output always suffices), data (owned by outputs) and byte count, in output order. */
+kiln_status kiln_outputs_describe(const kiln_outputs *outputs, kiln_dtype *dtypes, size_t *ranks, int64_t *shapes,
+                                  size_t capacity, const void **data, size_t *bytes);
+
 #ifdef __cplusplus
 }
 #endif

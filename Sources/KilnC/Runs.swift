@@ -9,10 +9,25 @@ final class OutputsHandle {
     let names: [CString]
     let tensors: [OpaquePointer]
 
-    init(_ outputs: InferenceOutputs) {
+    /// `inputs` are the run's borrowed inputs: an output sharing memory with one (a function that
+    /// returns an input, or a view of it) is copied, so that the outputs outlive the caller's arrays.
+    init(_ outputs: InferenceOutputs, inputs: [NDArray]) {
         var names: [CString] = [], tensors: [OpaquePointer] = []
+        let ranges = inputs.compactMap { x -> Range<UInt>? in
+            guard let b = x.contiguousElements?.baseAddress, x.elementCount > 0 else { return nil }
+            let start = UInt(bitPattern: b)
+            return start ..< start + UInt(x.elementCount * x.elementSize)
+        }
         for (name, value) in outputs {
             names.append(CString(name))
+            var value = value
+            // (A non-contiguous output is copied by its tensor handle.)
+            if let bytes = value.contiguousElements, let b = bytes.baseAddress, !bytes.isEmpty {
+                let start = UInt(bitPattern: b)
+                if ranges.contains(where: { $0.overlaps(start ..< start + UInt(bytes.count)) }) {
+                    value = NDArray(shape: value.shape, scalarType: value.scalarType, borrowing: ByteStorage(copying: bytes))
+                }
+            }
             tensors.append(OpaquePointer(Unmanaged.passRetained(TensorHandle(value)).toOpaque()))
         }
         self.names = names
@@ -49,7 +64,7 @@ public func kiln_model_run(_ p: OpaquePointer?, _ function: UnsafePointer<CChar>
         let (f, _) = try h.function(function)
         let frozen = arrays
         let result = try blocking { try await f.run(inputs: frozen) }
-        out.pointee = OpaquePointer(Unmanaged.passRetained(OutputsHandle(result)).toOpaque())
+        out.pointee = OpaquePointer(Unmanaged.passRetained(OutputsHandle(result, inputs: Array(frozen.values))).toOpaque())
         return 0
     } catch {
         return fail(error, model: try? model(p))
@@ -75,4 +90,80 @@ public func kiln_outputs_tensor(_ p: OpaquePointer?, _ i: Int) -> OpaquePointer?
 public func kiln_outputs_free(_ p: OpaquePointer?) {
     guard let p else { return }
     Unmanaged<OutputsHandle>.fromOpaque(UnsafeRawPointer(p)).release()
+}
+
+/// `kiln_model_run` with each input given by parallel arrays instead of a tensor handle: one call
+/// for a run with many inputs (a decoder's past cache), every input borrowed for the call only.
+@_cdecl("kiln_model_run_arrays")
+public func kiln_model_run_arrays(_ p: OpaquePointer?, _ function: UnsafePointer<CChar>?, _ count: Int,
+                                  _ names: UnsafePointer<UnsafePointer<CChar>?>?, _ dtypes: UnsafePointer<Int32>?,
+                                  _ ranks: UnsafePointer<Int>?, _ shapes: UnsafePointer<Int64>?,
+                                  _ data: UnsafePointer<UnsafeRawPointer?>?, _ bytes: UnsafePointer<Int>?,
+                                  _ out: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    do {
+        guard let out else { throw StatusError(status: .invalidArgument, message: "the outputs out-pointer is NULL") }
+        out.pointee = nil
+        let h = try model(p)
+        guard count >= 0, count == 0 || (names != nil && dtypes != nil && ranks != nil && data != nil && bytes != nil) else {
+            throw StatusError(status: .invalidArgument, message: "\(count) inputs need names, dtypes, ranks, data and byte counts")
+        }
+        var arrays: [String: NDArray] = [:]
+        arrays.reserveCapacity(count)
+        var at = 0
+        for i in 0 ..< count {
+            let name = try string(names![i], "input name \(i)")
+            let rank = ranks![i]
+            guard rank >= 0, rank <= 32, rank == 0 || shapes != nil else {
+                throw StatusError(status: .invalidArgument, message: "input '\(name)': rank \(rank) needs that many dimensions in shapes (0 to 32)")
+            }
+            let array: NDArray
+            do {
+                array = try tensorArray(dtypes![i], rank, shapes.map { $0 + at }, data![i], bytes![i], copy: false)
+            } catch let e as StatusError {
+                throw StatusError(status: e.status, message: "input '\(name)': \(e.message)")
+            }
+            at += rank
+            guard arrays.updateValue(array, forKey: name) == nil else {
+                throw StatusError(status: .invalidArgument, message: "input '\(name)' is given twice")
+            }
+        }
+        let (f, _) = try h.function(function)
+        let frozen = arrays
+        let result = try blocking { try await f.run(inputs: frozen) }
+        out.pointee = OpaquePointer(Unmanaged.passRetained(OutputsHandle(result, inputs: Array(frozen.values))).toOpaque())
+        return 0
+    } catch {
+        return fail(error, model: try? model(p))
+    }
+}
+
+/// Every output's dtype, rank, shape (concatenated into `shapes`, which holds `capacity`
+/// entries), data and byte count, in output order, in one call.
+@_cdecl("kiln_outputs_describe")
+public func kiln_outputs_describe(_ p: OpaquePointer?, _ dtypes: UnsafeMutablePointer<Int32>?, _ ranks: UnsafeMutablePointer<Int>?,
+                                  _ shapes: UnsafeMutablePointer<Int64>?, _ capacity: Int,
+                                  _ data: UnsafeMutablePointer<UnsafeRawPointer?>?, _ bytes: UnsafeMutablePointer<Int>?) -> Int32 {
+    do {
+        guard let o = outputs(p) else { throw StatusError(status: .invalidArgument, message: "the outputs handle is NULL") }
+        guard o.tensors.isEmpty || (dtypes != nil && ranks != nil && data != nil && bytes != nil) else {
+            throw StatusError(status: .invalidArgument, message: "\(o.tensors.count) outputs need dtypes, ranks, data and byte counts arrays")
+        }
+        let needed = o.tensors.reduce(0) { $0 + (tensor($1)?.array.rank ?? 0) }
+        guard needed <= capacity, needed == 0 || shapes != nil else {
+            throw StatusError(status: .invalidArgument, message: "the outputs' shapes need \(needed) entries; shapes holds \(capacity)")
+        }
+        var at = 0
+        for (i, t) in o.tensors.enumerated() {
+            let h = tensor(t)!
+            dtypes![i] = DTypeCode.code(h.array.scalarType)
+            ranks![i] = h.array.rank
+            for d in 0 ..< h.array.rank { shapes![at + d] = h.shape[d] }
+            at += h.array.rank
+            data![i] = kiln_tensor_data(t)
+            bytes![i] = kiln_tensor_bytes(t)
+        }
+        return 0
+    } catch {
+        return fail(error)
+    }
 }

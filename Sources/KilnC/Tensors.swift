@@ -33,35 +33,39 @@ func makeTensor(_ dtype: Int32, _ rank: Int, _ shape: UnsafePointer<Int64>?, _ d
     do {
         guard let out else { throw StatusError(status: .invalidArgument, message: "the tensor out-pointer is NULL") }
         out.pointee = nil
-        guard let type = DTypeCode.type(dtype) else { throw StatusError(status: .invalidArgument, message: "unknown dtype \(dtype)") }
-        guard rank >= 0, rank <= 32, rank == 0 || shape != nil else { throw StatusError(status: .invalidArgument, message: "rank \(rank) needs a shape of that many dimensions (0 to 32)") }
-        var dims: [Int] = []
-        var count = 1
-        for i in 0 ..< rank {
-            let d = shape![i]
-            guard d >= 0, d <= Int64(Int32.max) else { throw StatusError(status: .invalidArgument, message: "dimension \(i) is \(d)") }
-            dims.append(Int(d))
-            let (m, overflow) = count.multipliedReportingOverflow(by: Int(d))
-            guard !overflow else { throw StatusError(status: .invalidArgument, message: "the shape \(dims) has too many elements") }
-            count = m
-        }
-        let (expected, overflow) = count.multipliedReportingOverflow(by: type.bitWidth / 8)
-        guard !overflow, expected == bytes else {
-            throw StatusError(status: .invalidArgument, message: "\(type)\(dims) is \(expected) bytes; \(bytes) were given")
-        }
-        guard bytes == 0 || data != nil else { throw StatusError(status: .invalidArgument, message: "data is NULL") }
-        let array: NDArray
-        if copy || bytes == 0 {
-            array = NDArray(shape: dims, scalarType: type,
-                            borrowing: ByteStorage(copying: UnsafeRawBufferPointer(start: data, count: bytes)))
-        } else {
-            array = NDArray(shape: dims, scalarType: type, borrowing: ByteStorage(borrowing: data!, count: bytes, owner: Borrowed()))
-        }
+        let array = try tensorArray(dtype, rank, shape, data, bytes, copy: copy)
         out.pointee = OpaquePointer(Unmanaged.passRetained(TensorHandle(array)).toOpaque())
         return 0
     } catch {
         return fail(error)
     }
+}
+
+/// An array of `bytes` at `data` (copied, or borrowed: the caller keeps it alive and unchanged
+/// while the array is in use) after checking dtype, shape and byte count.
+func tensorArray(_ dtype: Int32, _ rank: Int, _ shape: UnsafePointer<Int64>?, _ data: UnsafeRawPointer?, _ bytes: Int, copy: Bool) throws -> NDArray {
+    guard let type = DTypeCode.type(dtype) else { throw StatusError(status: .invalidArgument, message: "unknown dtype \(dtype)") }
+    guard rank >= 0, rank <= 32, rank == 0 || shape != nil else { throw StatusError(status: .invalidArgument, message: "rank \(rank) needs a shape of that many dimensions (0 to 32)") }
+    var dims: [Int] = []
+    dims.reserveCapacity(rank)
+    var count = 1
+    for i in 0 ..< rank {
+        let d = shape![i]
+        guard d >= 0, d <= Int64(Int32.max) else { throw StatusError(status: .invalidArgument, message: "dimension \(i) is \(d)") }
+        dims.append(Int(d))
+        let (m, overflow) = count.multipliedReportingOverflow(by: Int(d))
+        guard !overflow else { throw StatusError(status: .invalidArgument, message: "the shape \(dims) has too many elements") }
+        count = m
+    }
+    let (expected, overflow) = count.multipliedReportingOverflow(by: type.bitWidth / 8)
+    guard !overflow, expected == bytes else {
+        throw StatusError(status: .invalidArgument, message: "\(type)\(dims) is \(expected) bytes; \(bytes) were given")
+    }
+    guard bytes == 0 || data != nil else { throw StatusError(status: .invalidArgument, message: "data is NULL") }
+    if copy || bytes == 0 {
+        return NDArray(shape: dims, scalarType: type, borrowing: ByteStorage(copying: UnsafeRawBufferPointer(start: data, count: bytes)))
+    }
+    return NDArray(shape: dims, scalarType: type, borrowing: ByteStorage(borrowing: data!, count: bytes, owner: Borrowed()))
 }
 
 @_cdecl("kiln_tensor_create")

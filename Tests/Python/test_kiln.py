@@ -4,6 +4,7 @@ several threads agree.
 
     python test_kiln.py REPO_ROOT SCRATCH_DIR
 """
+import gc
 import os
 import sys
 import threading
@@ -75,6 +76,26 @@ for rows in range(1, 6):
 # A non-contiguous input gives the same result as its contiguous copy.
 wide = np.repeat(features, 2, axis=1)[:, ::2]
 check(same(m.run({"features": wide}), m.run({"features": np.ascontiguousarray(wide)})), "strided input")
+# Outputs are arrays over the runtime's result buffers: they keep their values after the run's
+# input changes, after the run's other outputs and the model are gone; an output that is the
+# input itself is a copy of it, not the caller's memory.
+identity = os.path.join(SCRATCH, "identity.kiln")
+kiln.convert(os.path.join(ROOT, "Tests", "Fixtures", "onnx", "models", "identity_chain.onnx"), identity)
+kiln.compile(identity, os.path.join(SCRATCH, "identity"), arch="host")
+for path in (identity, os.path.join(SCRATCH, "identity")):
+    values = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with kiln.load(path) as im:
+        x = values.copy()
+        out = im.run({"x": x})
+        x[:] = 99
+        del x
+        negated = out["y"]
+        check(out["same"].tolist() == values.tolist(), f"{path}: an output that is an input is a copy")
+        del out
+        gc.collect()
+    check(negated.tolist() == (-values).tolist() and negated.flags.c_contiguous, f"{path}: outputs outlive the run and the model")
+    negated += 1
+    check(negated.tolist() == (1 - values).tolist(), f"{path}: outputs are writable")
 info = kiln.inspect(os.path.join(compiled, f"TinyClassifier.{kiln.host_architecture()}.compiled"))
 check(info["name"] == "TinyClassifier", list(info))
 

@@ -8,7 +8,8 @@
 The runtime is the bundled ``libKilnC.so`` (the C API of ``include/kiln.h``), called through
 ctypes; ``compile``, ``optimize``, ``convert`` and ``inspect`` run the bundled ``kiln`` command
 line and return its JSON as dicts. Inputs that are C-contiguous NumPy arrays of a supported dtype
-are passed without a copy; outputs are copied once into new arrays. A model may be run from many
+are passed without a copy; outputs are arrays over the runtime's own result buffers (no copy),
+freed when the last of a run's arrays is. A model may be run from many
 threads at once (the GIL is released during runs).
 """
 from __future__ import annotations
@@ -82,6 +83,10 @@ def _load_library() -> ctypes.CDLL:
         "kiln_tensor_data": (p, [p]),
         "kiln_tensor_bytes": (c.c_size_t, [p]),
         "kiln_model_run": (c.c_int, [p, c.c_char_p, c.c_size_t, c.POINTER(c.c_char_p), c.POINTER(p), c.POINTER(p)]),
+        "kiln_model_run_arrays": (c.c_int, [p, c.c_char_p, c.c_size_t, c.POINTER(c.c_char_p), c.POINTER(c.c_int32), c.POINTER(c.c_size_t),
+                                  c.POINTER(c.c_int64), c.POINTER(c.c_void_p), c.POINTER(c.c_size_t), c.POINTER(p)]),
+        "kiln_outputs_describe": (c.c_int, [p, c.POINTER(c.c_int32), c.POINTER(c.c_size_t), c.POINTER(c.c_int64), c.c_size_t,
+                                  c.POINTER(c.c_void_p), c.POINTER(c.c_size_t)]),
         "kiln_outputs_count": (c.c_size_t, [p]),
         "kiln_outputs_name": (c.c_char_p, [p, c.c_size_t]),
         "kiln_outputs_tensor": (p, [p, c.c_size_t]),
@@ -218,60 +223,106 @@ class Model:
         name, in the function's output order. Raises :class:`KilnError` for a missing, unknown or
         mistyped input, naming it."""
         handle = self._live()
-        keep: List[Any] = []
-        tensors: List[ctypes.c_void_p] = []
-        try:
-            names = []
-            for name, value in inputs.items():
-                array = np.asarray(value)
-                code = _CODE_OF.get(array.dtype.newbyteorder("=") if array.dtype.byteorder not in "=|" else array.dtype)
-                if code is None:
-                    raise KilnError(f"input '{name}': dtype {array.dtype} is not one Kiln runs "
-                                    f"({', '.join(str(np.dtype(t)) for _, t in _DTYPES)})", 1)
-                if not array.flags.c_contiguous or array.dtype.byteorder == (">" if np.little_endian else "<"):
-                    array = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
-                keep.append(array)
-                shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
-                t = ctypes.c_void_p()
-                _check(_lib.kiln_tensor_wrap(code, array.ndim, shape, array.ctypes.data if array.nbytes else None,
-                                             array.nbytes, ctypes.byref(t)))
-                tensors.append(t)
-                names.append(_bytes(name))
-            n = len(tensors)
-            name_array = (ctypes.c_char_p * max(n, 1))(*names)
-            tensor_array = (ctypes.c_void_p * max(n, 1))(*[t.value for t in tensors])
-            out = ctypes.c_void_p()
-            _check(_lib.kiln_model_run(handle, _bytes(function), n, name_array, tensor_array, ctypes.byref(out)))
-            try:
-                return _outputs(out)
-            finally:
-                _lib.kiln_outputs_free(out)
-        finally:
-            for t in tensors:
-                _lib.kiln_tensor_free(t)
+        n = len(inputs)
+        names, dtypes = (ctypes.c_char_p * max(n, 1))(), (ctypes.c_int32 * max(n, 1))()
+        ranks, data, sizes = (ctypes.c_size_t * max(n, 1))(), (ctypes.c_void_p * max(n, 1))(), (ctypes.c_size_t * max(n, 1))()
+        dims: List[int] = []
+        # The arrays stay referenced until the run returns: the runtime borrows their memory.
+        keep = []
+        for i, (name, value) in enumerate(inputs.items()):
+            array = _contiguous(name, value)
+            keep.append(array)
+            names[i] = _name_bytes(name)
+            dtypes[i] = _CODE_OF[array.dtype]
+            ranks[i] = array.ndim
+            dims.extend(array.shape)
+            data[i] = array.__array_interface__["data"][0] if array.nbytes else None
+            sizes[i] = array.nbytes
+        shapes = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+        out = ctypes.c_void_p()
+        _check(_lib.kiln_model_run_arrays(handle, _bytes(function), n, names, dtypes, ranks, shapes, data, sizes, ctypes.byref(out)))
+        return _outputs(out, [o.name for o in self._signature(function)[1]])
 
     def __repr__(self) -> str:
         return f"kiln.Model({self.path!r}, functions={self.functions}, architecture={self.architecture!r})"
 
 
-def _outputs(out: ctypes.c_void_p) -> Dict[str, np.ndarray]:
+def _contiguous(name: str, value: Any) -> np.ndarray:
+    """An input as a C-contiguous array in native byte order of a dtype Kiln runs."""
+    array = value if type(value) is np.ndarray else np.asarray(value)
+    dtype = array.dtype
+    if dtype.byteorder not in "=|":
+        dtype = dtype.newbyteorder("=")
+    if dtype not in _CODE_OF:
+        raise KilnError(f"input '{name}': dtype {array.dtype} is not one Kiln runs "
+                        f"({', '.join(str(np.dtype(t)) for _, t in _DTYPES)})", 1)
+    if not array.flags.c_contiguous or dtype is not array.dtype:
+        array = np.ascontiguousarray(array, dtype=dtype)
+    return array
+
+
+_NAME_BYTES: Dict[str, bytes] = {}
+
+
+def _name_bytes(name: str) -> bytes:
+    """A name as the C API takes it, encoded once per distinct name."""
+    b = _NAME_BYTES.get(name)
+    if b is None:
+        b = _bytes(name)
+        if len(_NAME_BYTES) < 4096:
+            _NAME_BYTES[name] = b
+    return b
+
+
+class _Outputs:
+    """The runtime's outputs of one run, freed when the last array over them is gone."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: ctypes.c_void_p) -> None:
+        self.handle = handle
+
+    def __del__(self) -> None:
+        if self.handle:
+            _lib.kiln_outputs_free(self.handle)
+            self.handle = None
+
+
+class _View:
+    """One output's memory as NumPy sees it; holds the run's outputs alive."""
+
+    __slots__ = ("__array_interface__", "owner")
+
+    def __init__(self, owner: _Outputs, address: int, shape: Tuple[int, ...], dtype: np.dtype) -> None:
+        self.owner = owner
+        self.__array_interface__ = {"version": 3, "shape": shape, "typestr": dtype.str, "data": (address, False)}
+
+
+def _outputs(out: ctypes.c_void_p, names: List[str]) -> Dict[str, np.ndarray]:
+    """The run's outputs as arrays over the runtime's own buffers (no copy), described in one
+    call; the buffers are freed when the last of the arrays is."""
+    owner = _Outputs(out)
+    count = _lib.kiln_outputs_count(out)
+    if count != len(names):
+        names = [_lib.kiln_outputs_name(out, i).decode() for i in range(count)]
+    size = max(count, 1)
+    dtypes, ranks = (ctypes.c_int32 * size)(), (ctypes.c_size_t * size)()
+    data, sizes = (ctypes.c_void_p * size)(), (ctypes.c_size_t * size)()
+    shapes = (ctypes.c_int64 * (32 * size))()
+    _check(_lib.kiln_outputs_describe(out, dtypes, ranks, shapes, 32 * size, data, sizes))
     result: Dict[str, np.ndarray] = {}
-    for i in range(_lib.kiln_outputs_count(out)):
-        name = _lib.kiln_outputs_name(out, i).decode()
-        t = _lib.kiln_outputs_tensor(out, i)
-        code = _lib.kiln_tensor_dtype(t)
-        dtype = _DTYPE_OF.get(code)
+    at = 0
+    for i in range(count):
+        rank = ranks[i]
+        shape = tuple(shapes[at:at + rank])
+        at += rank
+        dtype = _DTYPE_OF.get(dtypes[i])
         if dtype is None:
-            raise KilnError(f"output '{name}' is {_DTYPE_NAMES.get(code, code)}, which NumPy cannot hold", 1)
-        rank = _lib.kiln_tensor_rank(t)
-        shape_ptr = _lib.kiln_tensor_shape(t)
-        shape = tuple(shape_ptr[d] for d in range(rank))
-        nbytes = _lib.kiln_tensor_bytes(t)
-        array = np.empty(shape, dtype=dtype)
-        if nbytes:
-            # One copy, straight into the array (the runtime's buffer is freed with the outputs).
-            ctypes.memmove(array.ctypes.data, _lib.kiln_tensor_data(t), nbytes)
-        result[name] = array
+            raise KilnError(f"output '{names[i]}' is {_DTYPE_NAMES.get(dtypes[i], dtypes[i])}, which NumPy cannot hold", 1)
+        if sizes[i]:
+            result[names[i]] = np.asarray(_View(owner, data[i], shape, dtype))
+        else:
+            result[names[i]] = np.empty(shape, dtype=dtype)
     return result
 
 
