@@ -57,18 +57,26 @@ public func kiln_model_run(_ p: OpaquePointer?, _ function: UnsafePointer<CChar>
         for i in 0 ..< count {
             let name = try string(names![i], "input name \(i)")
             guard let t = tensor(inputs![i]) else { throw StatusError(status: .invalidArgument, message: "input '\(name)' is NULL") }
-            guard arrays.updateValue(t.array, forKey: name) == nil else {
-                throw StatusError(status: .invalidArgument, message: "input '\(name)' is given twice")
-            }
+            try add(t.array, name, to: &arrays)
         }
-        let (f, _) = try h.function(function)
-        let frozen = arrays
-        let result = try blocking { try await f.run(inputs: frozen) }
-        out.pointee = OpaquePointer(Unmanaged.passRetained(OutputsHandle(result, inputs: Array(frozen.values))).toOpaque())
+        out.pointee = try run(h, function, arrays)
         return 0
     } catch {
         return fail(error, model: try? model(p))
     }
+}
+
+private func add(_ array: NDArray, _ name: String, to arrays: inout [String: NDArray]) throws {
+    guard arrays.updateValue(array, forKey: name) == nil else {
+        throw StatusError(status: .invalidArgument, message: "input '\(name)' is given twice")
+    }
+}
+
+/// Runs `function` of `h` on `arrays`; the outputs handle.
+private func run(_ h: ModelHandle, _ function: UnsafePointer<CChar>?, _ arrays: [String: NDArray]) throws -> OpaquePointer {
+    let (f, _) = try h.function(function)
+    let result = try blocking { try await f.run(inputs: arrays) }
+    return OpaquePointer(Unmanaged.passRetained(OutputsHandle(result, inputs: Array(arrays.values))).toOpaque())
 }
 
 @_cdecl("kiln_outputs_count")
@@ -123,14 +131,9 @@ public func kiln_model_run_arrays(_ p: OpaquePointer?, _ function: UnsafePointer
                 throw StatusError(status: e.status, message: "input '\(name)': \(e.message)")
             }
             at += rank
-            guard arrays.updateValue(array, forKey: name) == nil else {
-                throw StatusError(status: .invalidArgument, message: "input '\(name)' is given twice")
-            }
+            try add(array, name, to: &arrays)
         }
-        let (f, _) = try h.function(function)
-        let frozen = arrays
-        let result = try blocking { try await f.run(inputs: frozen) }
-        out.pointee = OpaquePointer(Unmanaged.passRetained(OutputsHandle(result, inputs: Array(frozen.values))).toOpaque())
+        out.pointee = try run(h, function, arrays)
         return 0
     } catch {
         return fail(error, model: try? model(p))
