@@ -55,7 +55,7 @@ extension NodeConverter {
     /// - Throws: `ConvertError` when the op refuses the node.
     func expandOrTile(_ node: ONNXNode) throws {
         let (kiln, key) = node.opType == "Expand" ? ("expand", "shape") : ("tile", "repeats")
-        if let v = try staticInts(node, 1) {
+        if let v = try staticInts(node, 1) ?? (kiln == "expand" ? try keptDims(node) : nil) {
             try emit(node, kiln, [input(node, 0)], [key: .ints(v)])
         } else {
             let e = elements(input(node, 1))
@@ -64,6 +64,24 @@ extension NodeConverter {
                 return (try? OpSet.broadcast(x.shape, e.map(\.dimension))).map { TensorType(x.dtype, $0) } ?? t
             }
         }
+    }
+
+    /// An Expand target whose run-time entries are each the input's own dim there (a decoder's
+    /// `[batch, kv_heads, n_rep, past_sequence_length + sequence_length, head_dim]` over
+    /// `[batch, kv_heads, 1, past_sequence_length + sequence_length, head_dim]`) as a static one:
+    /// those entries become 1, which broadcasting resolves to the input's dim. `nil` otherwise.
+    func keptDims(_ node: ONNXNode) throws -> [Int]? {
+        guard let e = elements(input(node, 1)), let x = try type(input(node, 0)) else { return nil }
+        var out: [Int] = []
+        for (i, element) in e.enumerated() {
+            let aligned = i - (e.count - x.rank)
+            switch element {
+            case .known(let n): out.append(n)
+            case .dim(let s) where aligned >= 0 && x.shape[aligned] == .symbol(s): out.append(1)
+            default: return nil
+            }
+        }
+        return out
     }
 
     /// ScatterElements and the deprecated Scatter: `scatter_elements`.

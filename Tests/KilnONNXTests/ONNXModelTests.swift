@@ -66,6 +66,11 @@ final class ONNXModelTests: XCTestCase {
         XCTAssertEqual(f.inputs.map(\.type.description), ["float32[batch, sequence_length, 4]", "float32[batch, past_sequence_length, 4]", "int64[batch, \(grown)]"])
         XCTAssertEqual(f.outputs.map(\.type.description), ["float32[batch, \(grown), 4]", "float32[batch, \(grown), 4]"])
         XCTAssertEqual(f.operations.first { $0.opType == "range" }?.outputs[0].type.description, "int64[\(grown)]")
+        // The Expand's target [grown, 4], over a value whose dim there is the grown length, is the
+        // static [1, 4]: no shape computed at run time for it.
+        let expand = try XCTUnwrap(f.operations.first { $0.opType == "expand" })
+        XCTAssertEqual(expand.attributes["shape"], .ints([1, 4]))
+        XCTAssertEqual(expand.inputs.count, 1)
         // Another past length runs; a mask of the wrong length is refused before anything runs.
         let interpreter = try ReferenceInterpreter(model: model, function: "main")
         let x = NDArray(shape: [1, 1, 4], scalars: [Float](repeating: 1, count: 4))
