@@ -31,6 +31,8 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     /// base of the next derivation but are not cached (see ``execute(_:)``).
     let frequentReshapes: Bool
     private let plans = PlanCache(capacity: 8)
+    /// Plans derived ahead for the sizes runs are growing towards.
+    let speculation: PlanSpeculation
     /// The newest plan derived under `frequentReshapes`.
     private let current = PlanCache(capacity: 1)
     let arenas: ArenaPool
@@ -55,6 +57,9 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
             if let reason = r.generic { notes.append("shapes run generically: \(reason)") }
             notes += r.fallbacks.map { "fallback: \($0)" }
         }
+        if speculation.derivedAhead > 0 {
+            notes.append("plans derived ahead of their run on another thread: \(speculation.derivedAhead), found ready by a run: \(speculation.used)")
+        }
         profile.report(steps.map { "\($0.name) [\($0.kernel.id)]" }, notes: notes)
     }
 
@@ -63,6 +68,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         function = f
         self.threads = max(1, threads)
         self.frequentReshapes = frequentReshapes
+        speculation = PlanSpeculation(threads: max(1, threads))
         slotCount = fp.slotCount
         arenas = ArenaPool(slotCount: fp.slotCount)
         inputSlots = fp.inputSlots
@@ -170,9 +176,11 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     /// `frequentReshapes` a derived plan is kept only as the base of the next one.
     func execute(_ args: [NDArray]) throws -> [String: NDArray] {
         let key = ShapeKey(args)
-        let cached = plans.entry(for: key) ?? current.entry(for: key)
+        var cached = cachedEntry(key)
+        if cached == nil, speculation.wait(for: key) { cached = cachedEntry(key) }
         switch cached {
         case .plan(let plan)?:
+            speculate(after: key, from: plan)
             do {
                 return try plan.run(args, executor: self)
             } catch let mismatch as PlanMismatch {
@@ -190,6 +198,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
             return try runGeneric(args, recording: nil)
         case nil:
             guard let plan = derive(key, args) else { return try record(key, args) }
+            speculate(after: key, from: plan)
             do {
                 return try plan.run(args, executor: self)
             } catch is PlanMismatch {
@@ -199,8 +208,13 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     }
 
     /// A plan for `key` derived from the newest one like it, kept; `nil` when none can be.
-    private func derive(_ key: ShapeKey, _ args: [NDArray]) -> ShapePlan? {
-        guard let base = current.latest(like: key) ?? plans.latest(like: key) else { return nil }
+    /// The plan or generic verdict kept for `key`.
+    func cachedEntry(_ key: ShapeKey) -> PlanCache.Entry? { plans.entry(for: key) ?? current.entry(for: key) }
+
+    /// Derives and keeps the plan for `key` from `base` (default: the newest plan for inputs of
+    /// the same types and ranks); `nil` when there is none or derivation cannot tell the shapes.
+    func derive(_ key: ShapeKey, _ args: [NDArray], from given: ShapePlan? = nil) -> ShapePlan? {
+        guard let base = given ?? current.latest(like: key) ?? plans.latest(like: key) else { return nil }
         let started = profile == nil ? 0 : DispatchTime.now().uptimeNanoseconds
         guard let recording = try? base.recording.derived(self, args), let plan = try? ShapePlan(self, recording, base: base) else { return nil }
         if frequentReshapes { current.insert(key, .plan(plan)) } else { plans.insert(key, .plan(plan)) }
