@@ -597,7 +597,8 @@ save("integer_conv_matmul", iq, {"x": f32(2, 3, 10, 10)})
 
 # A decoder's cache as optimum exports it: the past concatenated with the new rows, a mask whose
 # length is written as an expression of the two dims (spaced unlike Kiln's spelling), and shape
-# arithmetic that adds the two lengths for a Range and an Expand target.
+# arithmetic that adds the two lengths for a Range and an Expand target; the new rows' positions,
+# a Range from the past length to the total.
 pc = model(
     [helper.make_node("Concat", ["past", "x"], ["present"], axis=1),
      helper.make_node("Shape", ["past"], ["ps"], start=1, end=2),
@@ -611,11 +612,14 @@ pc = model(
      helper.make_node("Concat", ["total", "four"], ["target"], axis=0),
      helper.make_node("Unsqueeze", ["weighted", "minus_one"], ["weighted_col"]),
      helper.make_node("Expand", ["weighted_col", "target"], ["spread"]),
-     helper.make_node("Add", ["present", "spread"], ["y"])],
+     helper.make_node("Add", ["present", "spread"], ["y"]),
+     helper.make_node("Squeeze", ["ps"], ["ps0"]),
+     helper.make_node("Range", ["ps0", "total0", "one"], ["new_positions"])],
     [vi("x", TensorProto.FLOAT, ["batch", "sequence_length", 4]), vi("past", TensorProto.FLOAT, ["batch", "past_sequence_length", 4]),
      vi("mask", TensorProto.INT64, ["batch", "past_sequence_length+sequence_length"])],
     [vi("present", TensorProto.FLOAT, ["batch", "past_sequence_length + sequence_length", 4]),
-     vi("y", TensorProto.FLOAT, ["batch", "past_sequence_length + sequence_length", 4])],
+     vi("y", TensorProto.FLOAT, ["batch", "past_sequence_length + sequence_length", 4]),
+     vi("new_positions", TensorProto.INT64, ["sequence_length"])],
     [numpy_helper.from_array(np.array(0, dtype=np.int64), "zero"), numpy_helper.from_array(np.array(1, dtype=np.int64), "one"),
      numpy_helper.from_array(np.array([4], dtype=np.int64), "four"), numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus_one")],
     opset=17)

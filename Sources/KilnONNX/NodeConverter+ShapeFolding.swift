@@ -141,10 +141,15 @@ extension NodeConverter {
     /// - Parameter node: A `Range` node.
     /// - Throws: `ConvertError` when the op refuses the node.
     func range(_ node: ONNXNode) throws {
-        // 0 ..< n by 1, for a run-time dim n (or an expression of dims), is n long.
+        // a ..< b by 1, for run-time dims (or expressions of dims, or sizes) a ≤ b, is b - a long:
+        // `0 ..< past_sequence_length + sequence_length`, or a decoder's new positions
+        // `past_sequence_length ..< past_sequence_length + sequence_length`.
         let (start, limit, delta) = (elements(input(node, 0)), elements(input(node, 1)), elements(input(node, 2)))
         var length: Dimension?
-        if start?.count == 1, start?[0].int == 0, delta?.count == 1, delta?[0].int == 1, limit?.count == 1, case .dim(let s)? = limit?[0] {
+        if start?.count == 1, delta?.count == 1, delta?[0].int == 1, limit?.count == 1,
+           case .dim(let s)? = NodeConverter.dimArithmetic("sub", limit![0], start![0]),
+           let e = DimExpression(parsing: s), e.coefficients.allSatisfy({ $0 > 0 }), e.constant >= 0 {
+            // (Dims are never negative, so a sum of them is b - a exactly, never clipped to 0.)
             length = .symbol(s)
         }
         try emit(node, "range", node.inputs, [:]) { _, t in

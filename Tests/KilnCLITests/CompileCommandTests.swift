@@ -138,7 +138,9 @@ final class BenchDimExpressionTests: XCTestCase {
         XCTAssertEqual(missing.status, 64)
         XCTAssertTrue(missing.stderr.contains("bind it with --dim past_sequence_length=N"), missing.stderr)
         let inspect = try kiln(["inspect", "\(dir)/d.kiln"])
-        XCTAssertTrue(inspect.stdout.contains("present  float32[batch, past_sequence_length + sequence_length, 4]"), inspect.stdout)
+        let lines = inspect.stdout.split(separator: "\n").map { $0.split(separator: " ").joined(separator: " ") }
+        XCTAssertTrue(lines.contains("present float32[batch, past_sequence_length + sequence_length, 4]"), inspect.stdout)
+        XCTAssertTrue(lines.contains("new_positions int64[sequence_length]"), inspect.stdout)
     }
 }
 

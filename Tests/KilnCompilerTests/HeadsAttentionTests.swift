@@ -124,6 +124,43 @@ final class HeadsAttentionTests: XCTestCase {
         }
     }
 
+    /// Grouped-query keys and values repeated over the query heads as decoder exports spell it
+    /// (`unsqueeze` → `expand` → `reshape`): fused into one 4-D attention over the unrepeated
+    /// operands (no expand left to copy them), matching the unfused graph on every arch.
+    func testRepeatedKeyValueHeadsFuseWithoutCopies() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var rng = SplitMix64(seed: 37)
+        func random(_ shape: [Int]) -> NDArray { NDArray(shape: shape, scalars: (0 ..< shape.reduce(1, *)).map { _ in Float(rng.unit() * 2 - 1) }) }
+        var b = ModelBuilder(name: "repeat_kv")
+        let c = try b.addWeight("c", shape: [], values: [0.25])
+        var f = b.function("main")
+        let (batch, seq, kv): (KilnFormat.Dimension, KilnFormat.Dimension, KilnFormat.Dimension) = ("batch", "seq", "kv")
+        let q = f.input("q", TensorType(.float32, [batch, .size(6), seq, .size(16)]))
+        let k = f.input("k", TensorType(.float32, [batch, .size(2), kv, .size(16)]))
+        let v = f.input("v", TensorType(.float32, [batch, .size(2), kv, .size(8)]))
+        let m = f.input("mask", TensorType(.float32, [batch, .size(1), seq, kv]))
+        func repeated(_ x: ValueRef, _ d: Int) throws -> ValueRef {
+            let wide = try f.apply1("expand", [try f.apply1("unsqueeze", [x], ["axes": .ints([2])])], ["shape": .ints([1, 1, 3, 1, 1])])
+            return try f.apply("reshape", [wide], ["shape": .ints([0, 6, -1, d])], outputTypes: [TensorType(.float32, [batch, .size(6), kv, .size(d)])])[0]
+        }
+        let kt = try f.apply1("transpose", [try repeated(k, 16)], ["perm": .ints([0, 1, 3, 2])])
+        let s = try f.apply1("add", [try f.apply1("mul", [try f.apply1("matmul", [q, kt]), f.use(c)]), m])
+        f.output("y", try f.apply1("matmul", [try f.apply1("softmax", [s], ["axis": .int(-1)]), try repeated(v, 8)]))
+        try b.add(f)
+        let model = try b.build()
+        var unit = CompilationUnit(model: model, arch: runnableArchitectures.last!)
+        try AttentionFusion().apply(to: &unit)
+        let ops = unit.model.functions[0].operations
+        XCTAssertEqual(ops.map(\.opType), ["attention"])
+        XCTAssertEqual(ops.first?.inputs, ["q", "k", "v", "mask"])
+        for (batch, seq, kv) in [(1, 1, 1), (2, 5, 19), (1, 3, 70)] {
+            let mask = NDArray(shape: [batch, 1, seq, kv], scalars: (0 ..< batch * seq * kv).map { $0 % kv == kv - 1 && kv > 1 ? Float(-1e9) : 0 })
+            let inputs = ["q": random([batch, 6, seq, 16]), "k": random([batch, 2, kv, 16]), "v": random([batch, 2, kv, 8]), "mask": mask]
+            try await assertEveryArchMatchesReference(model, inputs: inputs, label: "repeated kv [\(batch), \(seq), \(kv)]", in: dir)
+        }
+    }
+
     /// `where` on 1-, 4- and 8-byte elements, every operand broadcast in turn, rows split across threads.
     func testWhereBroadcastRowsMatchReference() async throws {
         let dir = try temporaryDirectory()

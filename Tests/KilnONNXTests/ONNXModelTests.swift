@@ -64,7 +64,7 @@ final class ONNXModelTests: XCTestCase {
         let f = model.functions[0]
         let grown = "past_sequence_length + sequence_length"
         XCTAssertEqual(f.inputs.map(\.type.description), ["float32[batch, sequence_length, 4]", "float32[batch, past_sequence_length, 4]", "int64[batch, \(grown)]"])
-        XCTAssertEqual(f.outputs.map(\.type.description), ["float32[batch, \(grown), 4]", "float32[batch, \(grown), 4]"])
+        XCTAssertEqual(f.outputs.map(\.type.description), ["float32[batch, \(grown), 4]", "float32[batch, \(grown), 4]", "int64[sequence_length]"])
         XCTAssertEqual(f.operations.first { $0.opType == "range" }?.outputs[0].type.description, "int64[\(grown)]")
         // The Expand's target [grown, 4], over a value whose dim there is the grown length, is the
         // static [1, 4]: no shape computed at run time for it.

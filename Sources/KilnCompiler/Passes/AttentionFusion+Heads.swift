@@ -12,7 +12,8 @@ import KilnReference
 /// y = matmul(p, v)
 /// ```
 /// becomes `y = attention(q, k, v, mask)` on the 4-D operands with `scale = c₁·c₂·c₃`; whatever
-/// made q, k and v stays. The `where(isnan(p), 0, p)` form is kept exact because a softmax row
+/// made q, k and v stays, but for the repetition of grouped-query keys and values over the query
+/// heads (``ungrouped(_:_:_:)``), which the kernel does without copying. The `where(isnan(p), 0, p)` form is kept exact because a softmax row
 /// is NaN everywhere or nowhere, and the kernel gives a row of zeros where the best score is −∞.
 /// Batch and head dims must be provably equal (the same size or the same named symbol), so no
 /// matmul broadcasting is folded away.
@@ -115,13 +116,39 @@ extension AttentionFusion {
         return Core(q: q, kt: kt, v: f.operations[pi].inputs[1], mask: mask, scale: outerScale * qScale * kScale, ops: ops, result: pi)
     }
 
+    /// Grouped-query keys or values repeated over the query heads, `reshape(expand(unsqueeze(x, [2]),
+    /// [1, 1, G, 1, 1]), [B, KVH·G, S, D])` as decoder exports spell `repeat_kv`: x `[B, KVH, S, D]`,
+    /// G and the ops (the attention kernel reads each of x's heads for its G query heads in place).
+    func ungrouped(_ value: String, _ f: Function, _ uses: UseIndex) -> (x: String, group: Int, ops: [Int])? {
+        guard let (ri, r) = privateProducer(value, "reshape", f, uses), let out = r.outputs.first?.type, out.rank == 4,
+              let (ei, e) = privateProducer(r.inputs[0], "expand", f, uses), e.inputs.count == 1, let target = try? e.attributes.ints("shape"),
+              let wide = e.outputs.first?.type, wide.rank == 5, target.count == 5,
+              let (ui, u) = privateProducer(e.inputs[0], "unsqueeze", f, uses), u.inputs.count == 1, (try? u.attributes.ints("axes")) == [2],
+              let x = u.inputs.first, let xt = type(of: x, f), xt.rank == 4, let kvHeads = xt.shape[1].size, let g = wide.shape[2].size, g > 1,
+              target[2] == g, [0, 1, 3, 4].allSatisfy({ target[$0] == 1 || wide.shape[$0].size == target[$0] }),
+              out.shape[1].size == kvHeads * g, same(out.shape[0], xt.shape[0]), same(out.shape[2], xt.shape[2]), same(out.shape[3], xt.shape[3]),
+              same(wide.shape[0], xt.shape[0]), same(wide.shape[1], xt.shape[1]), same(wide.shape[3], xt.shape[2]), same(wide.shape[4], xt.shape[3])
+        else { return nil }
+        return (x, g, [ri, ei, ui])
+    }
+
     func match4D(softmax si: Int, _ f: Function, _ uses: UseIndex, _ unit: CompilationUnit) -> Match? {
-        guard let c = core(softmax: si, f, uses, unit), let (k, keyOps) = untransposedKeys(c.kt, f, uses) else { return nil }
-        let (q, v) = (c.q, c.v)
-        // Operands: float32 [B, H, S, D] with batch and head dims that need no broadcasting.
+        guard let c = core(softmax: si, f, uses, unit), var (k, keyOps) = untransposedKeys(c.kt, f, uses) else { return nil }
+        let q = c.q
+        var (v, group) = (c.v, 1)
+        // Keys and values repeated for grouped-query attention are read where they are.
+        if let gk = ungrouped(k, f, uses), let gv = ungrouped(v, f, uses), gk.group == gv.group {
+            (k, v, group) = (gk.x, gv.x, gk.group)
+            keyOps += gk.ops + gv.ops
+        }
+        // Operands: float32 [B, H, S, D] with batch and head dims that need no broadcasting (key
+        // heads: the query heads, or a G-th of them).
+        func heads(_ kv: KilnFormat.Dimension, of qd: KilnFormat.Dimension) -> Bool {
+            group == 1 ? same(qd, kv) : (qd.size != nil && kv.size.map { $0 * group } == qd.size)
+        }
         guard let qt = type(of: q, f), let kt4 = type(of: k, f), let vt = type(of: v, f),
               [qt, kt4, vt].allSatisfy({ $0.rank == 4 && $0.dtype == .float32 }),
-              same(qt.shape[0], kt4.shape[0]), same(qt.shape[0], vt.shape[0]), same(qt.shape[1], kt4.shape[1]), same(qt.shape[1], vt.shape[1]),
+              same(qt.shape[0], kt4.shape[0]), same(qt.shape[0], vt.shape[0]), heads(kt4.shape[1], of: qt.shape[1]), heads(vt.shape[1], of: qt.shape[1]),
               same(kt4.shape[2], vt.shape[2]), same(qt.shape[3], kt4.shape[3]) else { return nil }
         if let m = c.mask {
             // The mask broadcasts to the scores [B, H, Sq, Skv] without growing them.
