@@ -572,8 +572,9 @@ def write_report(report):
     if report.get("llamacppError"):
         notes.append(f"- **llama.cpp**: {report['llamacppError']}")
     lines += ["", "Kiln's first generation (every cache length is a new input shape: its plan is derived from the "
-              "previous length's, and 8 plans are kept, so a later generation derives them again) against the timed "
-              "rounds, decode ms/token:", "",
+              "previous length's, and 8 plans are kept, so a later generation derives them again; with fewer threads "
+              "than cores, once two runs have grown the cache alike, the next length's plan is derived on the free core "
+              "while the current token runs) against the timed rounds, decode ms/token:", "",
               "| model | threads | first generation | timed median |", "|---|---|---|---|"]
     for name, mr in report["models"].items():
         for threads, run in sorted(mr.get("runs", {}).items(), key=lambda kv: int(kv[0])):
