@@ -7,18 +7,19 @@ import KilnReference
 ///
 /// A language model's cache grows by the same rows every run: when the last two runs each grew the
 /// input dims by the same amounts (none shrinking), the next run's are most likely grown by them
-/// again. The plan for that signature is derived on another thread as soon
-/// as the run starts, so the next run finds it ready instead of deriving it first. Derivation reads
-/// only shapes (``Recording/derived(_:_:)``), so a plan derived ahead is the one that run would
-/// derive itself: a wrong guess costs the work and nothing else. It runs only while the function's
-/// runs leave a core free (fewer threads than the machine has cores), so it never takes one from
-/// the run it overlaps.
+/// again. The plan for that signature is derived on another thread as soon as the run starts, so
+/// the next run finds it ready instead of deriving it first. Derivation reads only shapes
+/// (``Recording/derived(_:_:)``), so a plan derived ahead is the one that run would derive itself:
+/// a wrong guess costs the work and a cache entry. It is done only when the function's runs leave
+/// a core free (fewer threads than the machine has cores), so that it does not compete with the
+/// run it overlaps.
 final class PlanSpeculation: @unchecked Sendable {
     /// Whether runs leave a core for derivation.
     let enabled: Bool
     private let lock = NSLock()
-    /// The previous run's signature, the next one guessed from it, and the guess being derived.
+    /// The previous run's signature and how the sizes grew into it.
     private var previous: ShapeKey?, lastGrowth: [[Int]]?
+    /// The guess being derived.
     private var inFlight: (key: ShapeKey, done: DispatchGroup)?
     /// The newest plan derived ahead, until a run uses it.
     private var ready: ShapeKey?
