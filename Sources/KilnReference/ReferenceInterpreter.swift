@@ -188,7 +188,7 @@ public final class ReferenceInterpreter: SubgraphRunner, Sendable {
                 case .size(let s) where s != n: ok = false
                 case .symbol(let s) where !s.isEmpty:
                     // A declared expression of bound symbols (a concat's grown length) is checked too.
-                    if let bound = symbols[s] ?? DimExpression(parsing: s)?.evaluate(symbols), bound != n { ok = false }
+                    if let bound = symbols[s] ?? (DimExpression.isPlainName(s) ? nil : DimExpression(parsing: s)?.evaluate(symbols)), bound != n { ok = false }
                 default: break
                 }
             }

@@ -12,6 +12,9 @@ final class DimExpressionTests: XCTestCase {
         XCTAssertEqual(DimExpression(parsing: "-a + 3*b")?.description, "-a + 3*b")
         XCTAssertEqual(DimExpression(parsing: "a - a + 4")?.dimension, .size(4))
         XCTAssertTrue(DimExpression(parsing: "batch")?.isSymbol ?? false)
+        // Plain names are told apart without parsing; anything with an operator or a space may be an expression.
+        for name in ["batch", "s0", "unk__12", "seq.len", "2n"] { XCTAssertTrue(DimExpression.isPlainName(name), name) }
+        for text in ["a + b", "a+b", "seq-len", "2*n", "(n)"] { XCTAssertFalse(DimExpression.isPlainName(text), text) }
         XCTAssertEqual(DimExpression(parsing: "s0 + 1")?.evaluate(["s0": 7]), 8)
         // Products of two dims, division and stray characters are not expressions Kiln reads.
         for text in ["a * b", "n / 2", "floor(n)", "a +", "(a", "a ? b", ""] {

@@ -41,6 +41,15 @@ public struct DimExpression: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether `text` is a plain name (letters, digits, `_`, `.`, `:` only): one symbol, never an
+    /// expression. A byte check, so binding inputs parses only the dims that may be expressions.
+    public static func isPlainName(_ text: String) -> Bool {
+        text.utf8.allSatisfy { b in
+            (b | 0x20) >= UInt8(ascii: "a") && (b | 0x20) <= UInt8(ascii: "z") || (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9"))
+                || b == UInt8(ascii: "_") || b == UInt8(ascii: ".") || b == UInt8(ascii: ":") || b >= 0x80
+        }
+    }
+
     /// Whether the expression is one symbol with coefficient 1 and nothing added.
     public var isSymbol: Bool { symbols.count == 1 && coefficients[0] == 1 && constant == 0 }
 

@@ -57,7 +57,7 @@ extension Function {
                 case .size(let n) where n != x.shape[i]:
                     throw fail("input '\(arg.name)' dim \(i) must be \(n), got \(x.shape[i]) (shape \(x.shape))")
                 case .symbol(let s) where !s.isEmpty:
-                    if let e = DimExpression(parsing: s), !(e.isSymbol && e.symbols[0] == s) {
+                    if !DimExpression.isPlainName(s), let e = DimExpression(parsing: s), !(e.isSymbol && e.symbols[0] == s) {
                         expressions.append((arg.name, i, s, e, x.shape[i]))
                     } else {
                         try bindSymbol(s, x.shape[i], arg.name, i)

@@ -89,7 +89,7 @@ extension FunctionExecutor {
     /// Starts deriving, on another thread, the plan for the signature likely to follow `key`'s
     /// (``PlanSpeculation``), from `plan` (the plan for `key`).
     func speculate(after key: ShapeKey, from plan: ShapePlan) {
-        guard let next = speculation.guess(after: key), cachedEntry(next) == nil, let group = speculation.begin(next) else { return }
+        guard speculation.enabled, let next = speculation.guess(after: key), cachedEntry(next) == nil, let group = speculation.begin(next) else { return }
         let args = zip(next.shapes, next.dtypes).map { shape, dtype in
             // Derivation reads shapes and types only: stand-ins whose bytes are never read.
             let bytes = dtype.byteCount(elements: shape.reduce(1, *)) ?? 0
