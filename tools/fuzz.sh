@@ -85,6 +85,12 @@ for t in $TARGETS; do
   SWIFT_BACKTRACE=enable=no "$OUT/$t" "$C/$t" $limit -max_len=$max_len -rss_limit_mb=4096 -artifact_prefix="$OUT/crashes/$t-" \
     -print_final_stats=1 >"$OUT/$t.log" 2>&1 || true
   grep -E "^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)" "$OUT/$t.log" || true
-  ls "$OUT/crashes/$t-"* >/dev/null 2>&1 && { echo "$t: crash inputs in $OUT/crashes"; exit 1; }
+  if ls "$OUT/crashes/$t-"* >/dev/null 2>&1; then
+    # What stopped it, for a log that shows only this output: the runtime's message and the
+    # innermost frames.
+    grep -E "Fatal error|Illegal instruction|ERROR: libFuzzer|^ +#[0-9]+ " "$OUT/$t.log" | head -40 || true
+    echo "$t: crash inputs in $OUT/crashes"
+    exit 1
+  fi
 done
 echo "fuzzing: no crashes"

@@ -1,6 +1,9 @@
 // CPU feature detection: CPUID and the OS-enabled state in XCR0 on x86-64, HWCAP on arm64.
 #include "kiln_kernels.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 
@@ -109,10 +112,29 @@ uint32_t kiln_cpu_from_hwcap(unsigned long hw) {
 static uint32_t kiln_cpu_cached;
 static int kiln_cpu_ready;
 
+// KILN_MAX_ISA=<isa name> (scalar, avx2, avx512, neon) hides the features above that ISA, so
+// one machine runs the kernels and the artifact choice of a smaller one (tests, fuzzing,
+// reproducing a report from another host). It can only lower what the CPU has; an unknown name
+// leaves the features as detected.
+static uint32_t kiln_cpu_limit(uint32_t features) {
+    const char *name = getenv("KILN_MAX_ISA");
+    if (!name) return features;
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        if (strcmp(name, kiln_isa_name(isa)) != 0) continue;
+        const uint32_t need = kiln_isa_features(isa);
+        // Every bit up to the ISA's highest one stays (the x86 levels and NEON nest that way);
+        // scalar keeps only what needs no vector unit beyond SSE2.
+        uint32_t keep = KILN_CPU_SSE2 | KILN_CPU_X86_V2;
+        for (uint32_t bit = 1; bit != 0 && bit <= need; bit <<= 1) keep |= bit;
+        return features & keep;
+    }
+    return features;
+}
+
 uint32_t kiln_cpu_features(void) {
     // Detection is idempotent, so a race only repeats it; the record is written once per value.
     if (!__atomic_load_n(&kiln_cpu_ready, __ATOMIC_ACQUIRE)) {
-        __atomic_store_n(&kiln_cpu_cached, kiln_cpu_detect(), __ATOMIC_RELAXED);
+        __atomic_store_n(&kiln_cpu_cached, kiln_cpu_limit(kiln_cpu_detect()), __ATOMIC_RELAXED);
         __atomic_store_n(&kiln_cpu_ready, 1, __ATOMIC_RELEASE);
     }
     return __atomic_load_n(&kiln_cpu_cached, __ATOMIC_RELAXED);

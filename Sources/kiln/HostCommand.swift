@@ -50,6 +50,7 @@ enum HostCommand {
         if !absent.isEmpty { rows.append(("absent", absent.joined(separator: " "))) }
         rows.append(("runs", runnable.map(\.name).joined(separator: ", ") + (runnable.isEmpty ? "nothing Kiln compiles for" : " (best first)")))
         rows.append(("chosen", chosen.map { $0.name + (args.value("--max-arch") != nil ? " (capped at \(args.value("--max-arch")!))" : "") } ?? "none"))
+        if let cap = getenv("KILN_MAX_ISA") { rows.append(("limited", "kernels and arches up to \(String(cString: cap)) (KILN_MAX_ISA)")) }
         rows.append(("checksums", "CRC-32 \(crc32UsesHardware ? "by carry-less multiply" : "by table"), SHA-256 \(SHA256.usesHardware ? "by SHA instructions" : "in software")"))
         for (k, v) in locations { rows.append(("cache " + k, v)) }
         rows.append(("runtime", "\(CompiledFormat.runtimeVersion) (compiler \(CompiledFormat.compilerVersion))"))

@@ -21,6 +21,10 @@ final class DimExpressionTests: XCTestCase {
             XCTAssertNil(DimExpression(parsing: text), text)
         }
         XCTAssertNil(DimExpression(parsing: "9223372036854775807 + 1"), "overflow")
+        // Nesting is bounded: deep text is not an expression (and parsing it recurses no deeper).
+        XCTAssertEqual(DimExpression(parsing: String(repeating: "(", count: 32) + "n" + String(repeating: ")", count: 32))?.description, "n")
+        XCTAssertNil(DimExpression(parsing: String(repeating: "(", count: 100_000) + "n" + String(repeating: ")", count: 100_000)))
+        XCTAssertNil(DimExpression(parsing: String(repeating: "-", count: 100_000) + "n"))
         XCTAssertNil(DimExpression(.unknown))
     }
 

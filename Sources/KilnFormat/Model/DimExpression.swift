@@ -148,6 +148,10 @@ public struct DimExpression: Hashable, Sendable, CustomStringConvertible {
     private struct Parser {
         let bytes: [UInt8]
         var at = 0
+        /// Parentheses and signs open around the factor being read: text nested deeper than
+        /// ``maxDepth`` is not an expression (no exporter writes one, and recursion stays shallow).
+        var depth = 0
+        static let maxDepth = 32
 
         init(_ bytes: [UInt8]) { self.bytes = bytes }
 
@@ -198,10 +202,17 @@ public struct DimExpression: Hashable, Sendable, CustomStringConvertible {
 
         mutating func factor() -> DimExpression? {
             if take("(") {
-                guard let e = sum(), take(")") else { return nil }
+                depth += 1
+                defer { depth -= 1 }
+                guard depth <= Parser.maxDepth, let e = sum(), take(")") else { return nil }
                 return e
             }
-            if take("-") { return factor()?.scaled(by: -1) }
+            if take("-") {
+                depth += 1
+                defer { depth -= 1 }
+                guard depth <= Parser.maxDepth else { return nil }
+                return factor()?.scaled(by: -1)
+            }
             skipSpaces()
             guard at < bytes.count else { return nil }
             let start = at
