@@ -68,7 +68,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         function = f
         self.threads = max(1, threads)
         self.frequentReshapes = frequentReshapes
-        speculation = PlanSpeculation(threads: max(1, threads))
+        speculation = PlanSpeculation()
         slotCount = fp.slotCount
         arenas = ArenaPool(slotCount: fp.slotCount)
         inputSlots = fp.inputSlots
