@@ -401,6 +401,9 @@ def median(xs):
 
 # ---- one model at one thread count --------------------------------------------------------------
 
+SETTLE_SECONDS = 0.25
+
+
 def bench(name, threads, args, kiln_dirs, kiln_error, ggufs, llamacpp_error):
     """Loads every implementation, runs one untimed generation each (the outputs compared), then
     --rounds rounds in which each implementation generates once, the order rotating per round."""
@@ -457,6 +460,9 @@ def bench(name, threads, args, kiln_dirs, kiln_error, ggufs, llamacpp_error):
         for label in order:
             if label not in impls:
                 continue
+            # The previous implementation's worker threads spin for a while after its last run
+            # (onnxruntime's and llama.cpp's pools do): the next one starts once they have gone idle.
+            time.sleep(SETTLE_SECONDS)
             try:
                 g = generate(label)
                 timings[label].append((g.prefill_ms, g.decode_ms_per_token))
@@ -541,7 +547,7 @@ def write_report(report):
              "",
              f"Workload: a seeded random prompt of {s['prompt']} tokens prefilled from an empty cache, then {s['tokens']} "
              f"greedy decode steps (one token each, the cache growing by one, unpadded); {s['rounds']} timed rounds after "
-             f"one untimed generation, implementations alternating; medians. Kiln "
+             f"one untimed generation, implementations alternating (each after a {SETTLE_SECONDS:g} s pause, so that the previous one's spinning worker threads have gone idle); medians. Kiln "
              f"{'with' if s['frequentReshapes'] else 'without'} `frequent_reshapes`. Ratios are medians of per-round "
              f"ratios (below 1: Kiln faster). `tokens = ORT`: the {s['tokens'] + 1} greedy tokens equal onnxruntime's "
              f"(else the index of the first difference); `max |Δlogit|`: over the steps up to that one.", "",
