@@ -92,6 +92,10 @@ int main(void) {
             snprintf(name, sizeof name, "u8s8_gemm__%s", kiln_isa_name(isa));
             check_u8s8_gemm(name, v->u8s8_gemm, needs);
         }
+        if (kiln_vector_built(KILN_VECTOR_NORMALIZATION, isa)) {
+            snprintf(name, sizeof name, "f32_attention__%s", kiln_isa_name(isa));
+            check_attention(name, v->attention, needs);
+        }
         if (kiln_vector_built(KILN_VECTOR_RECURRENT, isa)) {
             snprintf(name, sizeof name, "f32_lstm_gates__%s", kiln_isa_name(isa));
             check_lstm_gates(name, v->lstm_gates, needs);

@@ -43,4 +43,7 @@ void check_gru_gates(const char *name, gru_gates_fn gates, gru_reset_fn reset, u
 // The 8-bit integer GEMM (kernels_check_integer.c), exact against an int64 reference.
 void check_u8s8_gemm(const char *name, kiln_u8s8_gemm_fn fn, uint32_t needs);
 
+// Fused attention (kernels_check_attention.c) against a double-precision softmax.
+void check_attention(const char *name, kiln_f32_attention_fn fn, uint32_t needs);
+
 #endif
