@@ -134,6 +134,11 @@ kiln_status kiln_model_run_arrays(kiln_model *model, const char *function, size_
  * 32 per output always suffices), data (owned by outputs) and byte count, in output order. */
 kiln_status kiln_outputs_describe(const kiln_outputs *outputs, kiln_dtype *dtypes, size_t *ranks, int64_t *shapes,
                                   size_t capacity, const void **data, size_t *bytes);
+/* Moves every output's tensor into tensors (capacity entries, one per output, in output order):
+ * each is then the caller's, freed with kiln_tensor_free, so that keeping one output (a row of
+ * logits) does not keep the others (a decoder's cache) alive. The outputs keep their names;
+ * kiln_outputs_tensor gives NULL and kiln_outputs_describe fails afterwards. */
+kiln_status kiln_outputs_take(kiln_outputs *outputs, kiln_tensor **tensors, size_t capacity);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,8 @@ import KilnRuntime
 /// The outputs of one run, by name, each a retained tensor handle freed with the outputs.
 final class OutputsHandle {
     let names: [CString]
-    let tensors: [OpaquePointer]
+    /// NULL once `kiln_outputs_take` has handed the tensor to the caller.
+    var tensors: [OpaquePointer?]
 
     /// `inputs` are the run's borrowed inputs: an output sharing memory with one (a function that
     /// returns an input, or a view of it) is copied, so that the outputs outlive the caller's arrays.
@@ -35,6 +36,27 @@ final class OutputsHandle {
     }
 
     deinit { for t in tensors { kiln_tensor_free(t) } }
+}
+
+/// Moves every output's tensor handle to the caller (`tensors`, `capacity` entries): each is then
+/// freed on its own with `kiln_tensor_free`, so one output kept (a row of logits) does not keep
+/// the others (a decoder's whole cache) alive. The outputs keep their names; their tensors are
+/// NULL afterwards.
+@_cdecl("kiln_outputs_take")
+public func kiln_outputs_take(_ p: OpaquePointer?, _ tensors: UnsafeMutablePointer<OpaquePointer?>?, _ capacity: Int) -> Int32 {
+    do {
+        guard let o = outputs(p) else { throw StatusError(status: .invalidArgument, message: "the outputs handle is NULL") }
+        guard o.tensors.isEmpty || tensors != nil else { throw StatusError(status: .invalidArgument, message: "the tensors array is NULL") }
+        guard capacity >= o.tensors.count else {
+            throw StatusError(status: .invalidArgument, message: "\(o.tensors.count) outputs; tensors holds \(capacity)")
+        }
+        guard o.tensors.allSatisfy({ $0 != nil }) else { throw StatusError(status: .invalidArgument, message: "the outputs' tensors were already taken") }
+        for (i, t) in o.tensors.enumerated() { tensors![i] = t }
+        o.tensors = o.tensors.map { _ in nil }
+        return 0
+    } catch {
+        return fail(error)
+    }
 }
 
 /// The outputs of a handle, or `nil` for NULL.
@@ -148,16 +170,17 @@ public func kiln_outputs_describe(_ p: OpaquePointer?, _ dtypes: UnsafeMutablePo
                                   _ data: UnsafeMutablePointer<UnsafeRawPointer?>?, _ bytes: UnsafeMutablePointer<Int>?) -> Int32 {
     do {
         guard let o = outputs(p) else { throw StatusError(status: .invalidArgument, message: "the outputs handle is NULL") }
+        guard o.tensors.allSatisfy({ $0 != nil }) else { throw StatusError(status: .invalidArgument, message: "the outputs' tensors were taken") }
         guard o.tensors.isEmpty || (dtypes != nil && ranks != nil && data != nil && bytes != nil) else {
             throw StatusError(status: .invalidArgument, message: "\(o.tensors.count) outputs need dtypes, ranks, data and byte counts arrays")
         }
-        let needed = o.tensors.reduce(0) { $0 + (tensor($1)?.array.rank ?? 0) }
+        let needed = o.tensors.reduce(0) { $0 + ($1.flatMap(tensor)?.array.rank ?? 0) }
         guard needed <= capacity, needed == 0 || shapes != nil else {
             throw StatusError(status: .invalidArgument, message: "the outputs' shapes need \(needed) entries; shapes holds \(capacity)")
         }
         var at = 0
         for (i, t) in o.tensors.enumerated() {
-            let h = tensor(t)!
+            let h = tensor(t!)!
             dtypes![i] = DTypeCode.code(h.array.scalarType)
             ranks![i] = h.array.rank
             for d in 0 ..< h.array.rank { shapes![at + d] = h.shape[d] }

@@ -91,6 +91,9 @@ for path in (identity, os.path.join(SCRATCH, "identity")):
         del x
         negated = out["y"]
         check(out["same"].tolist() == values.tolist(), f"{path}: an output that is an input is a copy")
+        # Each output holds only its own buffer (a kept row of logits does not keep a cache alive).
+        owners = {id(a.base.owner) for a in out.values()}
+        check(len(owners) == len(out), f"{path}: each output has its own owner")
         del out
         gc.collect()
     check(negated.tolist() == (-values).tolist() and negated.flags.c_contiguous, f"{path}: outputs outlive the run and the model")

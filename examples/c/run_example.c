@@ -109,9 +109,16 @@ int main(int argc, char **argv) {
             && memcmp(out_data[i], kiln_tensor_data(t), out_bytes[i]) == 0;
     }
     printf("arrays run: %s\n", same ? "same outputs" : "DIFFERENT outputs");
-    free(out_dtypes), free(out_ranks), free(out_bytes), free(out_shapes), free(out_data);
+    /* Each output taken as a tensor of its own: it outlives the outputs handle, and is freed alone. */
+    kiln_tensor **taken = malloc((n + 1) * sizeof *taken);
+    if (kiln_outputs_take(again, taken, n) != KILN_OK) return fail("take");
+    const int gone = kiln_outputs_tensor(again, 0) == NULL && kiln_outputs_count(again) == n;
     kiln_outputs_free(again);
-    if (!same) return 1;
+    for (size_t i = 0; same && i < n; i++) same = kiln_tensor_data(taken[i]) == out_data[i] && kiln_tensor_bytes(taken[i]) == out_bytes[i];
+    for (size_t i = 0; i < n; i++) kiln_tensor_free(taken[i]);
+    printf("taken outputs: %s\n", same && gone ? "each its own tensor" : "WRONG");
+    free(taken), free(out_dtypes), free(out_ranks), free(out_bytes), free(out_shapes), free(out_data);
+    if (!same || !gone) return 1;
 
     /* A wrong input name is an error with a message, not a crash. */
     const char *const wrong[1] = {"nope"};

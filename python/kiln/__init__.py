@@ -85,6 +85,7 @@ def _load_library() -> ctypes.CDLL:
         "kiln_model_run": (c.c_int, [p, c.c_char_p, c.c_size_t, c.POINTER(c.c_char_p), c.POINTER(p), c.POINTER(p)]),
         "kiln_model_run_arrays": (c.c_int, [p, c.c_char_p, c.c_size_t, c.POINTER(c.c_char_p), c.POINTER(c.c_int32), c.POINTER(c.c_size_t),
                                   c.POINTER(c.c_int64), c.POINTER(c.c_void_p), c.POINTER(c.c_size_t), c.POINTER(p)]),
+        "kiln_outputs_take": (c.c_int, [p, c.POINTER(p), c.c_size_t]),
         "kiln_outputs_describe": (c.c_int, [p, c.POINTER(c.c_int32), c.POINTER(c.c_size_t), c.POINTER(c.c_int64), c.c_size_t,
                                   c.POINTER(c.c_void_p), c.POINTER(c.c_size_t)]),
         "kiln_outputs_count": (c.c_size_t, [p]),
@@ -274,42 +275,50 @@ def _name_bytes(name: str) -> bytes:
     return b
 
 
-class _Outputs:
-    """The runtime's outputs of one run, freed when the last array over them is gone."""
+class _Tensor:
+    """One output tensor the runtime handed over, freed when the last array over it is gone (each
+    output on its own: a kept row of logits does not keep a decoder's cache alive)."""
 
     __slots__ = ("handle",)
 
-    def __init__(self, handle: ctypes.c_void_p) -> None:
+    def __init__(self, handle: Optional[int]) -> None:
         self.handle = handle
 
     def __del__(self) -> None:
         if self.handle:
-            _lib.kiln_outputs_free(self.handle)
+            _lib.kiln_tensor_free(self.handle)
             self.handle = None
 
 
 class _View:
-    """One output's memory as NumPy sees it; holds the run's outputs alive."""
+    """One output's memory as NumPy sees it; holds its tensor alive."""
 
     __slots__ = ("__array_interface__", "owner")
 
-    def __init__(self, owner: _Outputs, address: int, shape: Tuple[int, ...], dtype: np.dtype) -> None:
+    def __init__(self, owner: _Tensor, address: int, shape: Tuple[int, ...], dtype: np.dtype) -> None:
         self.owner = owner
         self.__array_interface__ = {"version": 3, "shape": shape, "typestr": dtype.str, "data": (address, False)}
 
 
 def _outputs(out: ctypes.c_void_p, names: List[str]) -> Dict[str, np.ndarray]:
     """The run's outputs as arrays over the runtime's own buffers (no copy), described in one
-    call; the buffers are freed when the last of the arrays is."""
-    owner = _Outputs(out)
-    count = _lib.kiln_outputs_count(out)
-    if count != len(names):
-        names = [_lib.kiln_outputs_name(out, i).decode() for i in range(count)]
-    size = max(count, 1)
-    dtypes, ranks = (ctypes.c_int32 * size)(), (ctypes.c_size_t * size)()
-    data, sizes = (ctypes.c_void_p * size)(), (ctypes.c_size_t * size)()
-    shapes = (ctypes.c_int64 * (32 * size))()
-    _check(_lib.kiln_outputs_describe(out, dtypes, ranks, shapes, 32 * size, data, sizes))
+    call and each taken from the outputs handle (freed here): every buffer is freed when the last
+    array over it is."""
+    try:
+        count = _lib.kiln_outputs_count(out)
+        if count != len(names):
+            names = [_lib.kiln_outputs_name(out, i).decode() for i in range(count)]
+        size = max(count, 1)
+        dtypes, ranks = (ctypes.c_int32 * size)(), (ctypes.c_size_t * size)()
+        data, sizes = (ctypes.c_void_p * size)(), (ctypes.c_size_t * size)()
+        shapes = (ctypes.c_int64 * (32 * size))()
+        tensors = (ctypes.c_void_p * size)()
+        _check(_lib.kiln_outputs_describe(out, dtypes, ranks, shapes, 32 * size, data, sizes))
+        _check(_lib.kiln_outputs_take(out, tensors, size))
+    finally:
+        _lib.kiln_outputs_free(out)
+    # From here every tensor has an owner that frees it, whatever happens next.
+    owners = [_Tensor(tensors[i]) for i in range(count)]
     result: Dict[str, np.ndarray] = {}
     at = 0
     for i in range(count):
@@ -320,7 +329,7 @@ def _outputs(out: ctypes.c_void_p, names: List[str]) -> Dict[str, np.ndarray]:
         if dtype is None:
             raise KilnError(f"output '{names[i]}' is {_DTYPE_NAMES.get(dtypes[i], dtypes[i])}, which NumPy cannot hold", 1)
         if sizes[i]:
-            result[names[i]] = np.asarray(_View(owner, data[i], shape, dtype))
+            result[names[i]] = np.asarray(_View(owners[i], data[i], shape, dtype))
         else:
             result[names[i]] = np.empty(shape, dtype=dtype)
     return result

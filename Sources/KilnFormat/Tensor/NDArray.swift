@@ -5,8 +5,12 @@ final class NDStorage: @unchecked Sendable {
     /// Set when the memory belongs to someone else (a mapped weight); never written.
     let borrowed: ByteStorage?
 
+    /// The block's size (``BlockRecycler``'s class of `byteCount`); 0 for borrowed memory.
+    private let capacity: Int
+
     init(byteCount: Int, zeroed: Bool = true) {
-        base = UnsafeMutableRawPointer.allocate(byteCount: max(byteCount, 1), alignment: 64)
+        capacity = BlockRecycler.capacity(for: byteCount)
+        base = BlockRecycler.take(capacity)
         if zeroed { base.initializeMemory(as: UInt8.self, repeating: 0, count: max(byteCount, 1)) }
         self.byteCount = byteCount
         borrowed = nil
@@ -16,10 +20,11 @@ final class NDStorage: @unchecked Sendable {
         base = UnsafeMutableRawPointer(mutating: bytes.baseAddress)
         byteCount = bytes.count
         borrowed = bytes
+        capacity = 0
     }
 
     deinit {
-        if borrowed == nil { base.deallocate() }
+        if borrowed == nil { BlockRecycler.give(base, capacity) }
     }
 }
 
