@@ -140,6 +140,25 @@ kiln_status kiln_outputs_describe(const kiln_outputs *outputs, kiln_dtype *dtype
  * kiln_outputs_tensor gives NULL and kiln_outputs_describe fails afterwards. */
 kiln_status kiln_outputs_take(kiln_outputs *outputs, kiln_tensor **tensors, size_t capacity);
 
+/* State kept between runs (a decoder's key/value cache): a state belongs to one function of a model
+ * (NULL: the first) and holds the values of its state inputs. rule NULL takes the pairs the function
+ * declares (kiln convert --state); else INPUT=OUTPUT rules, one '*' on both sides standing for the
+ * same text ("past_key_values.*=present.*"), separated by commas. One run of a state at a time. */
+typedef struct kiln_state kiln_state;
+kiln_status kiln_state_create(kiln_model *model, const char *function, const char *rule, kiln_state **state);
+void kiln_state_free(kiln_state *state);
+/* Empties the state: the next run starts from zero-length values. */
+kiln_status kiln_state_reset(kiln_state *state);
+/* Bytes of state moved (a buffer grown) or written whole (an unplanned run), and bytes appended in
+ * place by planned runs, since the state was made. */
+uint64_t kiln_state_copied_bytes(const kiln_state *state);
+uint64_t kiln_state_appended_bytes(const kiln_state *state);
+/* kiln_model_run_arrays of the state's function with the state supplying its state inputs (not
+ * given here); each state's output becomes its next value and is not among the outputs. */
+kiln_status kiln_model_run_state(kiln_state *state, size_t input_count, const char *const *names, const kiln_dtype *dtypes,
+                                 const size_t *ranks, const int64_t *shapes, const void *const *data, const size_t *bytes,
+                                 kiln_outputs **outputs);
+
 #ifdef __cplusplus
 }
 #endif

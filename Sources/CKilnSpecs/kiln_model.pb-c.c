@@ -592,6 +592,51 @@ void   kiln__function__free_unpacked
   assert(message->base.descriptor == &kiln__function__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kiln__state_pair__init
+                     (Kiln__StatePair         *message)
+{
+  static const Kiln__StatePair init_value = KILN__STATE_PAIR__INIT;
+  *message = init_value;
+}
+size_t kiln__state_pair__get_packed_size
+                     (const Kiln__StatePair *message)
+{
+  assert(message->base.descriptor == &kiln__state_pair__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kiln__state_pair__pack
+                     (const Kiln__StatePair *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kiln__state_pair__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kiln__state_pair__pack_to_buffer
+                     (const Kiln__StatePair *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kiln__state_pair__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kiln__StatePair *
+       kiln__state_pair__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kiln__StatePair *)
+     protobuf_c_message_unpack (&kiln__state_pair__descriptor,
+                                allocator, len, data);
+}
+void   kiln__state_pair__free_unpacked
+                     (Kiln__StatePair *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kiln__state_pair__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   kiln__blob__init
                      (Kiln__Blob         *message)
 {
@@ -1624,7 +1669,7 @@ const ProtobufCMessageDescriptor kiln__argument__descriptor =
   (ProtobufCMessageInit) kiln__argument__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kiln__function__field_descriptors[4] =
+static const ProtobufCFieldDescriptor kiln__function__field_descriptors[5] =
 {
   {
     "name",
@@ -1674,17 +1719,30 @@ static const ProtobufCFieldDescriptor kiln__function__field_descriptors[4] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "states",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kiln__Function, n_states),
+    offsetof(Kiln__Function, states),
+    &kiln__state_pair__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kiln__function__field_indices_by_name[] = {
   1,   /* field[1] = inputs */
   0,   /* field[0] = name */
   3,   /* field[3] = operations */
   2,   /* field[2] = outputs */
+  4,   /* field[4] = states */
 };
 static const ProtobufCIntRange kiln__function__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor kiln__function__descriptor =
 {
@@ -1694,11 +1752,62 @@ const ProtobufCMessageDescriptor kiln__function__descriptor =
   "Kiln__Function",
   "kiln",
   sizeof(Kiln__Function),
-  4,
+  5,
   kiln__function__field_descriptors,
   kiln__function__field_indices_by_name,
   1,  kiln__function__number_ranges,
   (ProtobufCMessageInit) kiln__function__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kiln__state_pair__field_descriptors[2] =
+{
+  {
+    "input",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__StatePair, input),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "output",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kiln__StatePair, output),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kiln__state_pair__field_indices_by_name[] = {
+  0,   /* field[0] = input */
+  1,   /* field[1] = output */
+};
+static const ProtobufCIntRange kiln__state_pair__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor kiln__state_pair__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kiln.StatePair",
+  "StatePair",
+  "Kiln__StatePair",
+  "kiln",
+  sizeof(Kiln__StatePair),
+  2,
+  kiln__state_pair__field_descriptors,
+  kiln__state_pair__field_indices_by_name,
+  1,  kiln__state_pair__number_ranges,
+  (ProtobufCMessageInit) kiln__state_pair__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor kiln__blob__field_descriptors[5] =

@@ -134,32 +134,39 @@ public func kiln_model_run_arrays(_ p: OpaquePointer?, _ function: UnsafePointer
         guard let out else { throw StatusError(status: .invalidArgument, message: "the outputs out-pointer is NULL") }
         out.pointee = nil
         let h = try model(p)
-        guard count >= 0, count == 0 || (names != nil && dtypes != nil && ranks != nil && data != nil && bytes != nil) else {
-            throw StatusError(status: .invalidArgument, message: "\(count) inputs need names, dtypes, ranks, data and byte counts")
-        }
-        var arrays: [String: NDArray] = [:]
-        arrays.reserveCapacity(count)
-        var at = 0
-        for i in 0 ..< count {
-            let name = try string(names![i], "input name \(i)")
-            let rank = ranks![i]
-            guard rank >= 0, rank <= 32, rank == 0 || shapes != nil else {
-                throw StatusError(status: .invalidArgument, message: "input '\(name)': rank \(rank) needs that many dimensions in shapes (0 to 32)")
-            }
-            let array: NDArray
-            do {
-                array = try tensorArray(dtypes![i], rank, shapes.map { $0 + at }, data![i], bytes![i], copy: false)
-            } catch let e as StatusError {
-                throw StatusError(status: e.status, message: "input '\(name)': \(e.message)")
-            }
-            at += rank
-            try add(array, name, to: &arrays)
-        }
-        out.pointee = try run(h, function, arrays)
+        out.pointee = try run(h, function, try borrowedArrays(count, names, dtypes, ranks, shapes, data, bytes))
         return 0
     } catch {
         return fail(error, model: try? model(p))
     }
+}
+
+/// Inputs given by parallel arrays (``kiln_model_run_arrays``), borrowed, by name.
+func borrowedArrays(_ count: Int, _ names: UnsafePointer<UnsafePointer<CChar>?>?, _ dtypes: UnsafePointer<Int32>?,
+                    _ ranks: UnsafePointer<Int>?, _ shapes: UnsafePointer<Int64>?,
+                    _ data: UnsafePointer<UnsafeRawPointer?>?, _ bytes: UnsafePointer<Int>?) throws -> [String: NDArray] {
+    guard count >= 0, count == 0 || (names != nil && dtypes != nil && ranks != nil && data != nil && bytes != nil) else {
+        throw StatusError(status: .invalidArgument, message: "\(count) inputs need names, dtypes, ranks, data and byte counts")
+    }
+    var arrays: [String: NDArray] = [:]
+    arrays.reserveCapacity(count)
+    var at = 0
+    for i in 0 ..< count {
+        let name = try string(names![i], "input name \(i)")
+        let rank = ranks![i]
+        guard rank >= 0, rank <= 32, rank == 0 || shapes != nil else {
+            throw StatusError(status: .invalidArgument, message: "input '\(name)': rank \(rank) needs that many dimensions in shapes (0 to 32)")
+        }
+        let array: NDArray
+        do {
+            array = try tensorArray(dtypes![i], rank, shapes.map { $0 + at }, data![i], bytes![i], copy: false)
+        } catch let e as StatusError {
+            throw StatusError(status: e.status, message: "input '\(name)': \(e.message)")
+        }
+        at += rank
+        try add(array, name, to: &arrays)
+    }
+    return arrays
 }
 
 /// Every output's dtype, rank, shape (concatenated into `shapes`, which holds `capacity`

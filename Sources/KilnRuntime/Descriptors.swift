@@ -24,9 +24,12 @@ public struct FunctionDescriptor: Sendable {
     public let inputs: [TensorDescriptor]
     /// Outputs in result order.
     public let outputs: [TensorDescriptor]
+    /// The state the function declares (``InferenceFunction/makeState(pairs:dims:)``).
+    public let states: [StatePair]
 
     init(_ f: Function) {
         name = f.name
+        states = f.states
         inputs = f.inputs.map { TensorDescriptor(name: $0.name, scalarType: $0.type.dtype, shape: $0.type.shape) }
         outputs = f.outputs.map { TensorDescriptor(name: $0.name, scalarType: $0.type.dtype, shape: $0.type.shape) }
     }

@@ -312,6 +312,60 @@ public final class InferenceFunction: Sendable {
         let values = try runner.run(inputs)
         return InferenceOutputs(names: descriptor.outputNames, values: values)
     }
+
+    /// A fresh state for stateful runs (``run(inputs:state:)``).
+    /// - Parameters:
+    ///   - pairs: The state pairs (default: those the function declares, ``FunctionDescriptor/states``).
+    ///   - dims: Sizes of symbolic dims of the state inputs for a fresh state (default: the sizes
+    ///     the run's other inputs give them, else 0).
+    /// - Throws: ``InferenceError`` when there are no pairs or one does not fit the function.
+    public func makeState(pairs: [StatePair]? = nil, dims: [String: Int] = [:]) throws -> InferenceState {
+        let pairs = pairs ?? runner.function.states
+        var axes: [Int: Int] = [:]
+        if let executor = runner as? FunctionExecutor {
+            let f = runner.function
+            for p in pairs {
+                guard let i = f.inputs.firstIndex(where: { $0.name == p.input }), let t = executor.appendTargets[i],
+                      f.outputs[t.output].name == p.output else { continue }
+                axes[i] = t.axis
+            }
+        }
+        return try InferenceState(function: runner.function, pairs: pairs, dims: dims, axes: axes)
+    }
+
+    /// A fresh state of the pairs `rule` names (`INPUT=OUTPUT` rules as `kiln convert --state`
+    /// takes them, such as `past_key_values.*=present.*`).
+    /// - Throws: ``InferenceError`` when the rule does not fit the function.
+    public func makeState(rule: String, dims: [String: Int] = [:]) throws -> InferenceState {
+        let pairs: [StatePair]
+        do {
+            pairs = try StatePair.pairs(rule: rule, in: runner.function)
+        } catch let e as OpError {
+            throw InferenceError(function: name, reason: e.reason)
+        }
+        return try makeState(pairs: pairs, dims: dims)
+    }
+
+    /// Runs the function with `state` supplying the state inputs; each state's output becomes
+    /// its value for the next run (see ``InferenceState``).
+    /// - Parameters:
+    ///   - inputs: Every input but the states'.
+    ///   - state: A state made by this function's ``makeState(pairs:dims:)``.
+    /// - Returns: Every output but the states'.
+    /// - Throws: ``InferenceError`` naming the function and what is wrong.
+    public func run(inputs: [String: NDArray], state: InferenceState) async throws -> InferenceOutputs {
+        guard state.functionName == name else {
+            throw InferenceError(function: name, reason: "the state was made by function '\(state.functionName)'")
+        }
+        let values: [String: NDArray]
+        if let executor = runner as? FunctionExecutor {
+            values = try executor.run(inputs, state: state)
+        } else {
+            values = try state.runPassingBack(runner, inputs)
+        }
+        let stateOutputs = Set(state.pairs.map(\.output))
+        return InferenceOutputs(names: descriptor.outputNames.filter { !stateOutputs.contains($0) }, values: values)
+    }
 }
 
 extension Model {

@@ -9,12 +9,13 @@ enum ConvertCommand {
     static let spec = CommandSpec(
         name: "convert",
         abstract: "Convert an ONNX model to a portable Kiln package.",
-        usage: "kiln convert MODEL.onnx… -o Name.kiln [--name NAME] [--function-name NAME]",
+        usage: "kiln convert MODEL.onnx… -o Name.kiln [--name NAME] [--function-name NAME] [--state INPUT=OUTPUT]",
         arguments: [("MODEL.onnx…", "An ONNX model; external data is read from files beside it. Several (FUNCTION=MODEL.onnx, or a file whose name less .onnx names the function) become the functions of one package.")],
         options: [
             OptionSpec(names: ["-o", "--output"], valueName: "Name.kiln", help: "The package to write (replaced if it exists)."),
             OptionSpec(names: ["--name"], valueName: "NAME", help: "The model's name (default: the ONNX file's name)."),
             OptionSpec(names: ["--function-name"], valueName: "NAME", help: "The function one graph becomes (default: main)."),
+            OptionSpec(names: ["--state"], valueName: "INPUT=OUTPUT", help: "Declare state: each input matching INPUT is read in a stateful run from the previous run's output OUTPUT; one '*' on both sides stands for the same text (past_key_values.*=present.*); rules separated by commas. Applies to every function with matching inputs."),
         ],
         discussion: "Unsupported operators are listed together, with their counts, domains and opsets; nothing is written then. Of several graphs, weights equal in content (type, shape and bytes) are stored once and shared by the functions; the package takes its metadata from the first graph.")
 
@@ -24,7 +25,7 @@ enum ConvertCommand {
         if args.positionals.count == 1, !args.positionals[0].contains("=") || FileManager.default.fileExists(atPath: args.positionals[0]) {
             var options = ConvertOptions(name: args.value("--name"))
             if let f = args.value("--function-name") { options.functionName = f }
-            let model = try ONNXImporter.convert(contentsOf: args.positionals[0], options: options)
+            let model = try declaringState(ONNXImporter.convert(contentsOf: args.positionals[0], options: options), args)
             try PackageWriter.write(model, to: output)
             return
         }
@@ -43,7 +44,23 @@ enum ConvertCommand {
         } catch let e as MergeError {
             throw Failure(message: "\(args.positionals.joined(separator: ", ")): \(e)")
         }
-        try PackageWriter.write(model, to: output)
+        try PackageWriter.write(declaringState(model, args), to: output)
+    }
+
+    /// `model` with the `--state` rule's pairs declared on each function it matches (on the
+    /// function when there is one); an error when it matches none.
+    private static func declaringState(_ model: PortableModel, _ args: ParsedArguments) throws -> PortableModel {
+        guard let rule = args.value("--state") else { return model }
+        var model = model, failures: [String] = []
+        for i in model.functions.indices {
+            do {
+                model.functions[i].states = try StatePair.pairs(rule: rule, in: model.functions[i])
+            } catch let e as OpError {
+                failures.append(e.reason)
+            }
+        }
+        guard failures.count < model.functions.count else { throw UsageError(message: failures[0], command: spec) }
+        return model
     }
 
     /// `FUNCTION=PATH`, or a path whose file name (less `.onnx`) names the function.

@@ -257,6 +257,9 @@ struct ModelReport {
             s += "  \(f.name)\n"
             s += "    inputs\n" + InspectCommand.indent(table(f.inputs.map { ($0.name, $0.type.description) }), by: 4)
             s += "    outputs\n" + InspectCommand.indent(table(f.outputs.map { ($0.name, $0.type.description) }), by: 4)
+            if !f.states.isEmpty {
+                s += "    state (input ← the output it takes after a run)\n" + InspectCommand.indent(table(f.states.map { ($0.input, "← \($0.output)") }), by: 4)
+            }
         }
         if let a = artifact, let artifactPath {
             s += "\nArtifact\n" + ArtifactInspection.text(a, path: artifactPath, weightsIntact: weightsIntact)
@@ -305,6 +308,7 @@ struct ModelReport {
                     ("name", .string(f.name)),
                     ("inputs", .array(f.inputs.map(argument))),
                     ("outputs", .array(f.outputs.map(argument))),
+                    ("states", .array(f.states.map { .object([("input", .string($0.input)), ("output", .string($0.output))]) })),
                     ("operationCount", .int(counts[f.name] ?? f.operations.count)),
                 ])
             })),

@@ -191,4 +191,41 @@ final class HeadsAttentionTests: XCTestCase {
             try await assertEveryArchMatchesReference(model, inputs: inputs, label: "where n \(n)", in: dir)
         }
     }
+
+    /// GPT-2's form: heads split by shape arithmetic that leaves the batch and head dims anonymous,
+    /// each of q and kᵀ scaled by √(1/√d) computed from q's shape (a fixed head size: folded at
+    /// compile time), the mask made by `where` from a bool. Fused into one attention, no shape
+    /// arithmetic left; every arch matches the unfused graph.
+    func testAnonymousHeadDimsAndComputedScaleFuse() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var rng = SplitMix64(seed: 41)
+        func random(_ shape: [Int]) -> NDArray { NDArray(shape: shape, scalars: (0 ..< shape.reduce(1, *)).map { _ in Float(rng.unit() * 2 - 1) }) }
+        var b = ModelBuilder(name: "gpt2_heads")
+        let one = try b.addWeight("one", shape: [1], values: [1])
+        let (zero, low) = (try b.addWeight("zero", shape: [1], values: [0]), try b.addWeight("low", shape: [1], values: [-3.4e38]))
+        var f = b.function("main")
+        let anonymous = KilnFormat.Dimension.symbol("")
+        let (seq, kv) = (KilnFormat.Dimension.symbol("seq"), KilnFormat.Dimension.symbol("kv"))
+        let q = f.input("q", TensorType(.float32, [anonymous, anonymous, seq, .size(16)]))
+        let k = f.input("k", TensorType(.float32, [.symbol("batch"), .size(4), kv, .size(16)]))
+        let v = f.input("v", TensorType(.float32, [.symbol("batch"), .size(4), kv, .size(8)]))
+        let allowed = f.input("allowed", TensorType(.bool, [anonymous, .size(1), seq, kv]))
+        let d = try f.apply1("cast", [try f.apply1("slice", [try f.apply1("shape", [q])], ["starts": .ints([-1]), "ends": .ints([Int(Int64.max)])])], ["to": .dtype(.float32)])
+        let c = try f.apply1("sqrt", [try f.apply1("div", [f.use(one), try f.apply1("sqrt", [d])])])
+        let kt = try f.apply1("transpose", [k], ["perm": .ints([0, 1, 3, 2])])
+        let mask = try f.apply1("where", [allowed, f.use(zero), f.use(low)])
+        let s = try f.apply1("add", [try f.apply1("matmul", [try f.apply1("mul", [q, c]), try f.apply1("mul", [kt, c])]), mask])
+        f.output("y", try f.apply1("matmul", [try f.apply1("softmax", [s], ["axis": .int(-1)]), v]))
+        try b.add(f)
+        let model = try b.build()
+        var unit = CompilationUnit(model: model, arch: runnableArchitectures.last!)
+        for pass in [ConstantFolding.name, AttentionFusion.name, DeadCodeElimination.name] { try Compiler.passes[pass]!.apply(to: &unit) }
+        XCTAssertEqual(unit.model.functions[0].operations.map(\.opType), ["where", "attention"])
+        for (batch, seq, kv) in [(1, 1, 9), (2, 3, 3)] {
+            let allowedValues = NDArray(shape: [batch, 1, seq, kv], scalars: (0 ..< batch * seq * kv).map { $0 % kv <= kv - seq + ($0 / kv) % seq })
+            let inputs = ["q": random([batch, 4, seq, 16]), "k": random([batch, 4, kv, 16]), "v": random([batch, 4, kv, 8]), "allowed": allowedValues]
+            try await assertEveryArchMatchesReference(model, inputs: inputs, label: "anonymous heads [\(batch), \(seq), \(kv)]", in: dir)
+        }
+    }
 }

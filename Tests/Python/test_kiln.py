@@ -79,6 +79,34 @@ check(same(m.run({"features": wide}), m.run({"features": np.ascontiguousarray(wi
 # Outputs are arrays over the runtime's result buffers: they keep their values after the run's
 # input changes, after the run's other outputs and the model are gone; an output that is the
 # input itself is a copy of it, not the caller's memory.
+# State: a package declaring past=present runs with the state passing each run's present back as
+# the next run's past, as a caller feeding it back does; the state's own inputs are refused.
+stateful = os.path.join(SCRATCH, "stateful.kiln")
+info = kiln.convert(os.path.join(ROOT, "Tests", "Fixtures", "onnx", "models", "past_concat_expression.onnx"), stateful, state="past=present")
+check(info["functions"][0]["states"] == [{"input": "past", "output": "present"}], info["functions"][0])
+kiln.compile(stateful, os.path.join(SCRATCH, "stateful"), arch="host")
+for path in (stateful, os.path.join(SCRATCH, "stateful")):
+    with kiln.load(path) as sm:
+        state = sm.make_state()
+        past = np.zeros((1, 0, 4), np.float32)
+        for step in range(5):
+            rows = 3 if step == 0 else 1
+            x = np.random.default_rng(step).standard_normal((1, rows, 4)).astype(np.float32)
+            mask = np.ones((1, past.shape[1] + rows), np.int64)
+            plain = sm.run({"x": x, "past": past, "mask": mask})
+            got = sm.run({"x": x, "mask": mask}, state=state)
+            check(sorted(got) == ["new_positions", "y"], f"{path}: a stateful run returns {sorted(got)}")
+            check(same(got, {k: v for k, v in plain.items() if k != "present"}), f"{path}: stateful step {step}")
+            past = plain["present"]
+        try:
+            sm.run({"x": x, "past": past, "mask": mask}, state=state)
+            check(False, "a state input given to a stateful run was accepted")
+        except kiln.KilnError as e:
+            check("is a state" in str(e), str(e))
+        state.reset()
+        again = sm.run({"x": np.zeros((1, 2, 4), np.float32), "mask": np.ones((1, 2), np.int64)}, state=state)
+        check(again["y"].shape == (1, 2, 4), f"{path}: after reset the past is empty")
+        state.close()
 identity = os.path.join(SCRATCH, "identity.kiln")
 kiln.convert(os.path.join(ROOT, "Tests", "Fixtures", "onnx", "models", "identity_chain.onnx"), identity)
 kiln.compile(identity, os.path.join(SCRATCH, "identity"), arch="host")

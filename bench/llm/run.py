@@ -9,7 +9,9 @@ on the same thread count, in alternating rounds.
 Workload per implementation: a seeded random prompt of --prompt token ids is prefilled from an
 empty (zero-length) cache, then --tokens greedy decode steps each feed the newest token with the
 previous step's present tensors as the past: the cache grows by one token a step, unpadded. Kiln
-and onnxruntime run the same ONNX graph; llama.cpp runs the same weights converted to GGUF.
+and onnxruntime run the same ONNX graph; llama.cpp runs the same weights converted to GGUF. Kiln
+runs it twice: with the state API (the package declares the past/present pairs as state; the
+cache stays in the runtime and grows in place) and through the graph's own past/present interface.
 
 Writes bench/llm/report.md and bench/llm/report.json (rewritten after every model and thread
 count). A failure (export, convert, compile, load, run, a crash, a llama.cpp build or conversion)
@@ -102,7 +104,7 @@ class Graph:
         feed = {"input_ids": np.array([[token]], np.int64), "attention_mask": np.ones((1, position + 1), np.int64)}
         if self.position_ids:
             feed["position_ids"] = np.array([[position]], np.int64)
-        for name in self.past:
+        for name in self.past if outputs is not None else ():
             feed[name] = outputs[self.present_of[name]]
         return feed
 
@@ -117,6 +119,8 @@ class Generation:
         self.prefill_s = prefill_s
         self.decode_s = decode_s
         self.steps = steps
+        # Kiln with a state: bytes of cache moved or written whole per decode step.
+        self.copied_per_token = None
 
     @property
     def prefill_ms(self):
@@ -191,6 +195,14 @@ INT4_CONFIG = {"op_types": {t: {"mode": "linear_symmetric", "dtype": "int4", "gr
                             for t in ("matmul", "gemm", "linear")}}
 
 
+# The exported past/present pairs, declared as the package's state (kiln convert --state).
+STATE_RULE = "past_key_values.*=present.*"
+
+# Kiln's rows: the state API (the cache kept in place between runs), float32 and 4-bit, and the
+# exported graph's own interface (the caller passes each run's presents back as the past).
+KILN_ROWS = {"kiln": ("kiln", True), "kiln int4": ("kiln int4", True), "kiln past/present": ("kiln", False)}
+
+
 def kiln_prepare(name, kiln_exe):
     """Converts, compresses to 4 bits (`kiln optimize`) and compiles (host arch) the model's ONNX
     graph, unless the compiled directories are newer than both the graph and the kiln command;
@@ -210,7 +222,7 @@ def kiln_prepare(name, kiln_exe):
         else:
             if label == "kiln":
                 t = time.time()
-                run_cmd([kiln_exe, "convert", p["onnx"], "-o", package, "--name", name], "kiln convert")
+                run_cmd([kiln_exe, "convert", p["onnx"], "-o", package, "--name", name, "--state", STATE_RULE], "kiln convert")
                 v["convertSeconds"] = round(time.time() - t, 1)
             else:
                 config = os.path.join(p["base"], "int4.json")
@@ -229,33 +241,54 @@ def kiln_prepare(name, kiln_exe):
     return dirs, info
 
 
-def kiln_load(compiled, threads, frequent_reshapes):
-    import kiln
-    return kiln.load(compiled, threads=threads, frequent_reshapes=frequent_reshapes)
+class KilnRunner:
+    """A loaded Kiln model and, for the state API, its state (reset before each generation)."""
+
+    def __init__(self, compiled, threads, frequent_reshapes, stateful):
+        import kiln
+        self.model = kiln.load(compiled, threads=threads, frequent_reshapes=frequent_reshapes)
+        self.state = self.model.make_state() if stateful else None
 
 
-def kiln_generate(model, graph, prompt, tokens):
-    """Kiln's whole generation: prefill from an empty cache, then one run a token with the
-    previous run's presents as the past. Kept in one function so that it can move to a state API
-    or a multi-function package (prefill and decode functions) without touching the rest."""
+def kiln_generate(runner, graph, prompt, tokens):
+    """Kiln's whole generation: prefill from an empty cache, then one run a token. With a state,
+    the runs pass no cache (the state keeps it); else each passes the previous run's presents as
+    the past. A stateful generation records the state's bytes moved or written whole per token."""
+    model, state = runner.model, runner.state
+    past = set(graph.past)
+    if state is not None:
+        state.reset()
+        copied = state.copied_bytes
     t = time.perf_counter()
-    outputs = model.run(graph.prefill_feed(prompt))
+    feed = graph.prefill_feed(prompt)
+    outputs = model.run({k: v for k, v in feed.items() if k not in past}, state=state) if state else model.run(feed)
     prefill = time.perf_counter() - t
     logits = [outputs["logits"][0, -1]]
     chosen = [int(np.argmax(logits[-1]))]
+    if state is not None:
+        copied = state.copied_bytes
     t = time.perf_counter()
     for step in range(tokens):
-        outputs = model.run(graph.step_feed(chosen[-1], len(prompt) + step, outputs))
+        if state is not None:
+            feed = graph.step_feed(chosen[-1], len(prompt) + step, None)
+            outputs = model.run(feed, state=state)
+        else:
+            outputs = model.run(graph.step_feed(chosen[-1], len(prompt) + step, outputs))
         logits.append(outputs["logits"][0, -1])
         chosen.append(int(np.argmax(logits[-1])))
     decode = time.perf_counter() - t
-    return Generation(chosen, logits, prefill, decode, tokens)
+    g = Generation(chosen, logits, prefill, decode, tokens)
+    if state is not None:
+        g.copied_per_token = (state.copied_bytes - copied) / tokens
+    return g
 
 
-def kiln_probe(compiled, name, threads, frequent_reshapes):
+def kiln_probe(compiled, name, threads, frequent_reshapes, stateful):
     """Loads and runs the model in a process of its own (a prefill and two decode steps) so that a
     crash is a line of the report rather than the end of the run; None when it works."""
     args = [sys.executable, os.path.abspath(__file__), "--probe-kiln", compiled, "--models", name, "--threads", str(threads)]
+    if stateful:
+        args.append("--probe-state")
     if frequent_reshapes:
         args.append("--frequent-reshapes")
     try:
@@ -268,8 +301,8 @@ def kiln_probe(compiled, name, threads, frequent_reshapes):
 def probe_main(args):
     name = args.models.split(",")[0]
     graph = Graph(json.load(open(exporter.paths(name)["io"])))
-    model = kiln_load(args.probe_kiln, int(args.threads.split(",")[0]), args.frequent_reshapes)
-    g = kiln_generate(model, graph, prompt_ids(graph.vocab, 4), 2)
+    runner = KilnRunner(args.probe_kiln, int(args.threads.split(",")[0]), args.frequent_reshapes, args.probe_state)
+    g = kiln_generate(runner, graph, prompt_ids(graph.vocab, 4), 2)
     assert len(g.tokens) == 3 and g.logits[0].shape == (graph.vocab,), [x.shape for x in g.logits]
 
 
@@ -421,15 +454,15 @@ def bench(name, threads, args, kiln_dirs, kiln_error, ggufs, llamacpp_error):
             errors[label] = clean(f"{type(e).__name__}: {e}")
 
     load("onnxruntime", lambda: (ort_generate, ort_load(exporter.paths(name)["onnx"], threads)))
-    for label in ("kiln", "kiln int4"):
+    for label, (variant, stateful) in KILN_ROWS.items():
         if kiln_error:
             errors[label] = kiln_error
             continue
-        crash = kiln_probe(kiln_dirs[label], name, threads, args.frequent_reshapes)
+        crash = kiln_probe(kiln_dirs[variant], name, threads, args.frequent_reshapes, stateful)
         if crash:
             errors[label] = crash
         else:
-            load(label, lambda d=kiln_dirs[label]: (kiln_generate, kiln_load(d, threads, args.frequent_reshapes)))
+            load(label, lambda d=kiln_dirs[variant], st=stateful: (kiln_generate, KilnRunner(d, threads, args.frequent_reshapes, st)))
     if not args.no_llamacpp:
         for quant in ("f32", "q4_0"):
             label = f"llama.cpp {quant}"
@@ -484,6 +517,8 @@ def bench(name, threads, args, kiln_dirs, kiln_error, ggufs, llamacpp_error):
                "loadSeconds": loads[label]}
         if "onnxruntime" in first and label != "onnxruntime":
             row["vsOnnxruntime"] = compare(first[label], first["onnxruntime"])
+        if first[label].copied_per_token is not None:
+            row["stateCopiedBytesPerToken"] = first[label].copied_per_token
         rows[label] = row
     for label, err in errors.items():
         rows.setdefault(label, {"error": err})
@@ -564,7 +599,7 @@ def write_report(report):
                     lines.append(f"| {name} | {threads} | {label} | failed | | | | | |")
                     notes.append(f"- **{name}, {threads} thread(s), {label}**: {row['error']}")
                     continue
-                r = run["ratios"].get(f"kiln / {label}", {}) if label not in ("kiln", "kiln int4") else {}
+                r = run["ratios"].get(f"kiln / {label}", {}) if label not in KILN_ROWS else {}
                 cmp_ = row.get("vsOnnxruntime")
                 eq = "" if cmp_ is None else ("yes" if cmp_["tokensEqual"] else f"no (from {cmp_['firstDifferentToken']})")
                 lines.append(f"| {name} | {threads} | {label} | {fmt(row['prefillMs'])} | {fmt(row['decodeMsPerToken'], 3)} | "
@@ -587,6 +622,21 @@ def write_report(report):
             row = run["implementations"].get("kiln", {})
             if "firstDecodeMsPerToken" in row:
                 lines.append(f"| {name} | {threads} | {fmt(row['firstDecodeMsPerToken'], 3)} | {fmt(row['decodeMsPerToken'], 3)} |")
+    lines += ["", "Kiln's two interfaces to the same compiled model: the state API (`kiln` rows: the cache kept by the "
+              "runtime, each token's keys and values appended in place) and the exported past/present inputs and "
+              "outputs (`kiln past/present`: each run returns the grown cache and the next takes it back); decode "
+              "ms/token, each ÷ onnxruntime, and the state's bytes of cache moved or written whole per decode step "
+              "(buffers growing, doubling, and states not kept in place; the entries appended are not counted).", "",
+              "| model | threads | state | past/present | state ÷ ORT | past/present ÷ ORT | state bytes copied per token |",
+              "|---|---|---|---|---|---|---|"]
+    for name, mr in report["models"].items():
+        for threads, run in sorted(mr.get("runs", {}).items(), key=lambda kv: int(kv[0])):
+            a, b = run["implementations"].get("kiln", {}), run["implementations"].get("kiln past/present", {})
+            if "decodeMsPerToken" in a and "decodeMsPerToken" in b:
+                ra = run["ratios"].get("kiln / onnxruntime", {}).get("decode")
+                rb = run["ratios"].get("kiln past/present / onnxruntime", {}).get("decode")
+                lines.append(f"| {name} | {threads} | {fmt(a['decodeMsPerToken'], 3)} | {fmt(b['decodeMsPerToken'], 3)} | "
+                             f"{fmt(ra)} | {fmt(rb)} | {a.get('stateCopiedBytesPerToken', 0):,.0f} |")
     lines += ["", "Kiln with 4-bit weights (`kiln optimize`: every matrix product's weight as int4 with a float32 "
               "scale per block of 32, as Q4_0; the embedding table stays float32): decode ms/token, how many times "
               "faster than Kiln float32, and against llama.cpp's Q4_0 (below 1: Kiln faster). Its tokens differ from "
@@ -627,6 +677,7 @@ def main():
     ap.add_argument("--no-llamacpp", action="store_true", help="skip llama.cpp (no build, no GGUF)")
     ap.add_argument("--kiln", default=os.path.join(ROOT, ".build", "release", "kiln"), help="the kiln command line")
     ap.add_argument("--probe-kiln", help=argparse.SUPPRESS)
+    ap.add_argument("--probe-state", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.probe_kiln:
         return probe_main(args)

@@ -92,6 +92,13 @@ def _load_library() -> ctypes.CDLL:
         "kiln_outputs_name": (c.c_char_p, [p, c.c_size_t]),
         "kiln_outputs_tensor": (p, [p, c.c_size_t]),
         "kiln_outputs_free": (None, [p]),
+        "kiln_state_create": (c.c_int, [p, c.c_char_p, c.c_char_p, c.POINTER(p)]),
+        "kiln_state_free": (None, [p]),
+        "kiln_state_reset": (c.c_int, [p]),
+        "kiln_state_copied_bytes": (c.c_uint64, [p]),
+        "kiln_state_appended_bytes": (c.c_uint64, [p]),
+        "kiln_model_run_state": (c.c_int, [p, c.c_size_t, c.POINTER(c.c_char_p), c.POINTER(c.c_int32), c.POINTER(c.c_size_t),
+                                 c.POINTER(c.c_int64), c.POINTER(c.c_void_p), c.POINTER(c.c_size_t), c.POINTER(p)]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)
@@ -219,33 +226,94 @@ class Model:
         """A function's inputs and outputs."""
         return self._signature(function)
 
-    def run(self, inputs: Mapping[str, np.ndarray], function: Optional[str] = None) -> Dict[str, np.ndarray]:
+    def run(self, inputs: Mapping[str, np.ndarray], function: Optional[str] = None,
+            state: Optional["State"] = None) -> Dict[str, np.ndarray]:
         """Runs a function (default: the first) on arrays by input name; returns arrays by output
-        name, in the function's output order. Raises :class:`KilnError` for a missing, unknown or
-        mistyped input, naming it."""
+        name, in the function's output order. With ``state`` (from :meth:`make_state`), the state
+        supplies its inputs and takes its outputs, which are then neither given nor returned.
+        Raises :class:`KilnError` for a missing, unknown or mistyped input, naming it."""
         handle = self._live()
-        n = len(inputs)
-        names, dtypes = (ctypes.c_char_p * max(n, 1))(), (ctypes.c_int32 * max(n, 1))()
-        ranks, data, sizes = (ctypes.c_size_t * max(n, 1))(), (ctypes.c_void_p * max(n, 1))(), (ctypes.c_size_t * max(n, 1))()
-        dims: List[int] = []
         # The arrays stay referenced until the run returns: the runtime borrows their memory.
-        keep = []
-        for i, (name, value) in enumerate(inputs.items()):
-            array = _contiguous(name, value)
-            keep.append(array)
-            names[i] = _name_bytes(name)
-            dtypes[i] = _CODE_OF[array.dtype]
-            ranks[i] = array.ndim
-            dims.extend(array.shape)
-            data[i] = array.__array_interface__["data"][0] if array.nbytes else None
-            sizes[i] = array.nbytes
-        shapes = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+        args, keep = _arrays(inputs)
         out = ctypes.c_void_p()
-        _check(_lib.kiln_model_run_arrays(handle, _bytes(function), n, names, dtypes, ranks, shapes, data, sizes, ctypes.byref(out)))
+        if state is not None:
+            if state._model is not self:
+                raise KilnError("the state was made by another model", 1)
+            _check(_lib.kiln_model_run_state(state._live(), *args, ctypes.byref(out)), handle)
+            return _outputs(out, [])
+        _check(_lib.kiln_model_run_arrays(handle, _bytes(function), *args, ctypes.byref(out)))
         return _outputs(out, [o.name for o in self._signature(function)[1]])
+
+    def make_state(self, function: Optional[str] = None, rule: Optional[str] = None) -> "State":
+        """A fresh state for stateful runs of a function (default: the first): the state pairs the
+        function declares (``kiln convert --state``), or those ``rule`` names
+        (``"past_key_values.*=present.*"``). A decoder's key/value cache kept in a state is
+        appended to in place, never copied whole per run."""
+        out = ctypes.c_void_p()
+        handle = self._live()
+        _check(_lib.kiln_state_create(handle, _bytes(function), _bytes(rule), ctypes.byref(out)), handle)
+        return State(self, out, function)
 
     def __repr__(self) -> str:
         return f"kiln.Model({self.path!r}, functions={self.functions}, architecture={self.architecture!r})"
+
+
+class State:
+    """State kept between runs of one function (see :meth:`Model.make_state`); one run at a time."""
+
+    def __init__(self, model: Model, handle: ctypes.c_void_p, function: Optional[str]) -> None:
+        self._model, self._handle, self.function = model, handle, function
+
+    def _live(self) -> ctypes.c_void_p:
+        if not self._handle:
+            raise KilnError("the state is closed")
+        return self._handle
+
+    def reset(self) -> None:
+        """Empties the state: the next run starts from zero-length values."""
+        _check(_lib.kiln_state_reset(self._live()))
+
+    @property
+    def copied_bytes(self) -> int:
+        """Bytes of state moved (a buffer grown) or written whole (an unplanned run) so far."""
+        return int(_lib.kiln_state_copied_bytes(self._live()))
+
+    @property
+    def appended_bytes(self) -> int:
+        """Bytes appended in place by planned runs so far."""
+        return int(_lib.kiln_state_appended_bytes(self._live()))
+
+    def close(self) -> None:
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle:
+            _lib.kiln_state_free(handle)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _arrays(inputs: Mapping[str, np.ndarray]) -> Tuple[Tuple[Any, ...], List[np.ndarray]]:
+    """The C API's parallel arrays for inputs (count, names, dtypes, ranks, shapes, data, sizes),
+    and the arrays whose memory they borrow."""
+    n = len(inputs)
+    names, dtypes = (ctypes.c_char_p * max(n, 1))(), (ctypes.c_int32 * max(n, 1))()
+    ranks, data, sizes = (ctypes.c_size_t * max(n, 1))(), (ctypes.c_void_p * max(n, 1))(), (ctypes.c_size_t * max(n, 1))()
+    dims: List[int] = []
+    keep = []
+    for i, (name, value) in enumerate(inputs.items()):
+        array = _contiguous(name, value)
+        keep.append(array)
+        names[i] = _name_bytes(name)
+        dtypes[i] = _CODE_OF[array.dtype]
+        ranks[i] = array.ndim
+        dims.extend(array.shape)
+        data[i] = array.__array_interface__["data"][0] if array.nbytes else None
+        sizes[i] = array.nbytes
+    shapes = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+    return (n, names, dtypes, ranks, shapes, data, sizes), keep
 
 
 def _contiguous(name: str, value: Any) -> np.ndarray:
@@ -422,7 +490,8 @@ def optimize(package: Union[str, os.PathLike], output: Union[str, os.PathLike], 
     return _json("optimize", package, "--config", config, "-o", output, "--json")
 
 
-def convert(onnx: Union[str, os.PathLike], output: Union[str, os.PathLike]) -> Dict[str, Any]:
-    """``kiln convert`` of an ONNX file into a package; returns the package's ``inspect`` dict."""
-    cli("convert", onnx, "-o", output)
+def convert(onnx: Union[str, os.PathLike], output: Union[str, os.PathLike], state: Optional[str] = None) -> Dict[str, Any]:
+    """``kiln convert`` of an ONNX file into a package; returns the package's ``inspect`` dict.
+    ``state`` declares state pairs (``"past_key_values.*=present.*"``, see :meth:`Model.make_state`)."""
+    cli("convert", onnx, "-o", output, *(("--state", state) if state else ()))
     return inspect(output)

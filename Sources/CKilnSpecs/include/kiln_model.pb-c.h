@@ -28,6 +28,7 @@ typedef struct Kiln__Value Kiln__Value;
 typedef struct Kiln__Operation Kiln__Operation;
 typedef struct Kiln__Argument Kiln__Argument;
 typedef struct Kiln__Function Kiln__Function;
+typedef struct Kiln__StatePair Kiln__StatePair;
 typedef struct Kiln__Blob Kiln__Blob;
 typedef struct Kiln__QuantizedEncoding Kiln__QuantizedEncoding;
 typedef struct Kiln__PalettizedEncoding Kiln__PalettizedEncoding;
@@ -296,10 +297,31 @@ struct  Kiln__Function
    */
   size_t n_operations;
   Kiln__Operation **operations;
+  /*
+   * State the runtime keeps between runs (see package-format.md, "State").
+   */
+  size_t n_states;
+  Kiln__StatePair **states;
 };
 #define KILN__FUNCTION__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kiln__function__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0,NULL }
+    , (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
+
+
+/*
+ * An input whose value in a stateful run is the previous run's value of
+ * the output of the same type named with it (a language model's past and
+ * present cache); the first run reads it zero-length along its unbound dims.
+ */
+struct  Kiln__StatePair
+{
+  ProtobufCMessage base;
+  char *input;
+  char *output;
+};
+#define KILN__STATE_PAIR__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kiln__state_pair__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -655,6 +677,25 @@ Kiln__Function *
 void   kiln__function__free_unpacked
                      (Kiln__Function *message,
                       ProtobufCAllocator *allocator);
+/* Kiln__StatePair methods */
+void   kiln__state_pair__init
+                     (Kiln__StatePair         *message);
+size_t kiln__state_pair__get_packed_size
+                     (const Kiln__StatePair   *message);
+size_t kiln__state_pair__pack
+                     (const Kiln__StatePair   *message,
+                      uint8_t             *out);
+size_t kiln__state_pair__pack_to_buffer
+                     (const Kiln__StatePair   *message,
+                      ProtobufCBuffer     *buffer);
+Kiln__StatePair *
+       kiln__state_pair__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kiln__state_pair__free_unpacked
+                     (Kiln__StatePair *message,
+                      ProtobufCAllocator *allocator);
 /* Kiln__Blob methods */
 void   kiln__blob__init
                      (Kiln__Blob         *message);
@@ -791,6 +832,9 @@ typedef void (*Kiln__Argument_Closure)
 typedef void (*Kiln__Function_Closure)
                  (const Kiln__Function *message,
                   void *closure_data);
+typedef void (*Kiln__StatePair_Closure)
+                 (const Kiln__StatePair *message,
+                  void *closure_data);
 typedef void (*Kiln__Blob_Closure)
                  (const Kiln__Blob *message,
                   void *closure_data);
@@ -826,6 +870,7 @@ extern const ProtobufCMessageDescriptor kiln__value__descriptor;
 extern const ProtobufCMessageDescriptor kiln__operation__descriptor;
 extern const ProtobufCMessageDescriptor kiln__argument__descriptor;
 extern const ProtobufCMessageDescriptor kiln__function__descriptor;
+extern const ProtobufCMessageDescriptor kiln__state_pair__descriptor;
 extern const ProtobufCMessageDescriptor kiln__blob__descriptor;
 extern const ProtobufCMessageDescriptor kiln__quantized_encoding__descriptor;
 extern const ProtobufCMessageDescriptor kiln__palettized_encoding__descriptor;

@@ -51,6 +51,16 @@ extension AttentionFusion {
         return a == b
     }
 
+    /// Whether two batch or head dims may be taken as equal: provably so, or one of them is
+    /// anonymous (a size the exporter's shape arithmetic hid, as GPT-2's head split does). The
+    /// attention kernel checks them when it is bound, and unequal sizes there are an error
+    /// naming the op; the unfused graph would only broadcast a size-1 dim in such a place.
+    func compatible(_ a: Dimension, _ b: Dimension) -> Bool {
+        if case .symbol(let s) = a, s.isEmpty { return true }
+        if case .symbol(let s) = b, s.isEmpty { return true }
+        return a == b
+    }
+
     /// kᵀ `[B, H, D, S]` spelled as a transpose of k `[B, H, S, D]`: k and the ops.
     func untransposedKeys(_ value: String, _ f: Function, _ uses: UseIndex) -> (String, [Int])? {
         if let (ti, t) = privateProducer(value, "transpose", f, uses), perm(t) == [0, 1, 3, 2] { return (t.inputs[0], [ti]) }
@@ -119,8 +129,14 @@ extension AttentionFusion {
     /// Grouped-query keys or values repeated over the query heads, `reshape(expand(unsqueeze(x, [2]),
     /// [1, 1, G, 1, 1]), [B, KVH·G, S, D])` as decoder exports spell `repeat_kv`: x `[B, KVH, S, D]`,
     /// G and the ops (the attention kernel reads each of x's heads for its G query heads in place).
+    /// The repeated value may also be read by `shape` ops (exports take the key length from it):
+    /// the ops then stay for them, and a shape plan never runs them (only shapes are read).
     func ungrouped(_ value: String, _ f: Function, _ uses: UseIndex) -> (x: String, group: Int, ops: [Int])? {
-        guard let (ri, r) = privateProducer(value, "reshape", f, uses), let out = r.outputs.first?.type, out.rank == 4,
+        let readers = uses.readers[value] ?? []
+        let shapeReaders = readers.filter { f.operations[$0].opType == "shape" }.count
+        guard !uses.returned.contains(value), readers.count == shapeReaders + 1, let ri = uses.producer[value] else { return nil }
+        let r = f.operations[ri]
+        guard r.opType == "reshape", let out = r.outputs.first?.type, out.rank == 4,
               let (ei, e) = privateProducer(r.inputs[0], "expand", f, uses), e.inputs.count == 1, let target = try? e.attributes.ints("shape"),
               let wide = e.outputs.first?.type, wide.rank == 5, target.count == 5,
               let (ui, u) = privateProducer(e.inputs[0], "unsqueeze", f, uses), u.inputs.count == 1, (try? u.attributes.ints("axes")) == [2],
@@ -129,7 +145,7 @@ extension AttentionFusion {
               out.shape[1].size == kvHeads * g, same(out.shape[0], xt.shape[0]), same(out.shape[2], xt.shape[2]), same(out.shape[3], xt.shape[3]),
               same(wide.shape[0], xt.shape[0]), same(wide.shape[1], xt.shape[1]), same(wide.shape[3], xt.shape[2]), same(wide.shape[4], xt.shape[3])
         else { return nil }
-        return (x, g, [ri, ei, ui])
+        return (x, g, shapeReaders == 0 ? [ri, ei, ui] : [])
     }
 
     func match4D(softmax si: Int, _ f: Function, _ uses: UseIndex, _ unit: CompilationUnit) -> Match? {
@@ -144,18 +160,20 @@ extension AttentionFusion {
         // Operands: float32 [B, H, S, D] with batch and head dims that need no broadcasting (key
         // heads: the query heads, or a G-th of them).
         func heads(_ kv: KilnFormat.Dimension, of qd: KilnFormat.Dimension) -> Bool {
-            group == 1 ? same(qd, kv) : (qd.size != nil && kv.size.map { $0 * group } == qd.size)
+            group == 1 ? compatible(qd, kv) : (qd.size != nil && kv.size.map { $0 * group } == qd.size)
         }
         guard let qt = type(of: q, f), let kt4 = type(of: k, f), let vt = type(of: v, f),
               [qt, kt4, vt].allSatisfy({ $0.rank == 4 && $0.dtype == .float32 }),
-              same(qt.shape[0], kt4.shape[0]), same(qt.shape[0], vt.shape[0]), heads(kt4.shape[1], of: qt.shape[1]), heads(vt.shape[1], of: qt.shape[1]),
+              compatible(qt.shape[0], kt4.shape[0]), compatible(qt.shape[0], vt.shape[0]), heads(kt4.shape[1], of: qt.shape[1]), heads(vt.shape[1], of: qt.shape[1]),
               same(kt4.shape[2], vt.shape[2]), same(qt.shape[3], kt4.shape[3]) else { return nil }
         if let m = c.mask {
-            // The mask broadcasts to the scores [B, H, Sq, Skv] without growing them.
+            // The mask broadcasts to the scores [B, H, Sq, Skv] without growing them (batch and
+            // head dims as ``compatible(_:_:)`` allows; the key dim exactly).
             guard let mt = type(of: m, f) ?? unit.weight(m)?.type, mt.dtype == .float32, (1 ... 4).contains(mt.rank) else { return nil }
             let full = [qt.shape[0], qt.shape[1], qt.shape[2], kt4.shape[2]]
             for (i, d) in mt.shape.enumerated() where d != .size(1) {
-                guard same(d, full[4 - mt.rank + i]) else { return nil }
+                let at = 4 - mt.rank + i
+                guard at < 2 ? compatible(d, full[at]) : same(d, full[at]) else { return nil }
             }
         }
         return Match(q: q, k: k, v: v, mask: c.mask, heads: 0, scale: c.scale, ops: c.ops.union(keyOps), result: c.result)

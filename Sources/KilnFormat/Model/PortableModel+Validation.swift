@@ -253,6 +253,27 @@ enum Validation {
                 throw PackageError(field: af, reason: "declared \(a.type) but value '\(a.value)' is \(t)")
             }
         }
+        try states(f, field)
+    }
+
+    /// Each state pairs an input and an output of one dtype and rank, each named by one state at most.
+    static func states(_ f: Function, _ field: String) throws {
+        var inputs = Set<String>(), outputs = Set<String>()
+        for (i, pair) in f.states.enumerated() {
+            let sf = "\(field).states[\(i)]"
+            guard let a = f.inputs.first(where: { $0.name == pair.input }) else {
+                throw PackageError(field: sf, reason: "names input '\(pair.input)', which the function does not have")
+            }
+            guard let b = f.outputs.first(where: { $0.name == pair.output }) else {
+                throw PackageError(field: sf, reason: "names output '\(pair.output)', which the function does not have")
+            }
+            guard a.type.dtype == b.type.dtype, a.type.rank == b.type.rank else {
+                throw PackageError(field: sf, reason: "input '\(a.name)' is \(a.type) but output '\(b.name)' is \(b.type)")
+            }
+            guard inputs.insert(a.name).inserted, outputs.insert(b.name).inserted else {
+                throw PackageError(field: sf, reason: "input '\(a.name)' or output '\(b.name)' is in more than one state")
+            }
+        }
     }
 
     /// The error for a use of a value that is not (yet) defined: a cycle when the
@@ -309,5 +330,16 @@ extension Weight {
             return
         }
         try Validation.weight(self, field)
+    }
+}
+
+extension Function {
+    /// Checks `pairs` as this function's states: each names an input and an output of one dtype
+    /// and rank, each input and output in one pair at most.
+    /// - Throws: ``PackageError`` naming the pair and what is wrong.
+    public func checkStates(_ pairs: [StatePair]) throws {
+        var f = self
+        f.states = pairs
+        try Validation.states(f, "function '\(name)'")
     }
 }

@@ -130,6 +130,14 @@ extension ManifestCodec {
         m.outputs = arena.messages(f.outputs.map { encodeArgument($0, isOutput: true, arena) })
         m.n_operations = f.operations.count
         m.operations = arena.messages(f.operations.map { encodeOperation($0, arena) })
+        m.n_states = f.states.count
+        m.states = arena.messages(f.states.map { pair in
+            var e = Kiln__StatePair()
+            kiln__state_pair__init(&e)
+            e.input = arena.string(pair.input)
+            e.output = arena.string(pair.output)
+            return arena.make(e)
+        })
         return arena.make(m)
     }
 

@@ -139,7 +139,10 @@ package enum ManifestCodec {
             name: name,
             inputs: try each(fn.n_inputs, fn.inputs, "\(f).inputs", decodeArgument),
             outputs: try each(fn.n_outputs, fn.outputs, "\(f).outputs", decodeArgument),
-            operations: try each(fn.n_operations, fn.operations, "\(f).operations", decodeOperation))
+            operations: try each(fn.n_operations, fn.operations, "\(f).operations", decodeOperation),
+            states: try each(fn.n_states, fn.states, "\(f).states") { s, sf in
+                StatePair(input: try string(s.input, "\(sf).input"), output: try string(s.output, "\(sf).output"))
+            })
     }
 
     static func decodeOperation(_ op: Kiln__Operation, _ field: String) throws -> Operation {

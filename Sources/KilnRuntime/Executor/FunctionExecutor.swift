@@ -42,6 +42,10 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     let lastRead: [Int], producer: [Int]
     /// Per slot, the steps reading it, in order (each once).
     let consumers: [[Int]]
+    /// Per step, whether only `shape`/`size` steps read its results (a plan never runs it).
+    let onlyShapesRead: [Bool]
+    /// Per input, the output it may be kept in place as when it is a state (``appendTargets``).
+    let appendTargets: [(output: Int, axis: Int)?]
     /// Per step, a number shared by the steps that compute the same function of their inputs
     /// (op, attributes, config and kernel alike; -1 for control flow): a value folded for one is
     /// the value for another with equal inputs.
@@ -122,6 +126,8 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         lastRead = FunctionExecutor.lastRead(steps, slotCount: slotCount, outputSlots: outputSlots)
         producer = FunctionExecutor.producers(steps, slotCount: slotCount)
         consumers = FunctionExecutor.consumers(steps, slotCount: slotCount)
+        onlyShapesRead = FunctionExecutor.onlyShapesRead(steps, consumers: consumers, outputSlots: outputSlots)
+        appendTargets = FunctionExecutor.appendTargets(f, steps, inputSlots: inputSlots, outputSlots: outputSlots, consumers: consumers, onlyShapesRead: onlyShapesRead)
         // Only a concat with an input a channels-last convolution writes can take that input in place.
         let producer = self.producer
         lastAxisConcatCandidates = steps.indices.filter { j in
@@ -170,41 +176,56 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     /// Runs on arrays in signature order, already checked and widened.
     ///
     /// A new input-shape signature gets a plan derived from the newest plan with the same input
-    /// types and ranks (``Recording/derived(_:_:)``: steps revisited only downstream of a changed
-    /// size, then bound); only when there is none, or its shapes depend on data, is the run
-    /// generic and recorded. Plans are cached by signature (the 8 newest); with
-    /// `frequentReshapes` a derived plan is kept only as the base of the next one.
-    func execute(_ args: [NDArray]) throws -> [String: NDArray] {
-        let key = ShapeKey(args)
-        var cached = cachedEntry(key)
-        if cached == nil, speculation.wait(for: key) { cached = cachedEntry(key) }
-        switch cached {
-        case .plan(let plan)?:
-            speculate(after: key, from: plan)
-            do {
-                return try plan.run(args, executor: self)
-            } catch let mismatch as PlanMismatch {
-                // Values decided other shapes than the plan's: planned again once (a new steady
-                // state), generic from the second time on. The plan wrote only its own memory.
-                guard plans.mismatch(key) < 2 else {
-                    plans.insert(key, .generic(reason: "shapes decided by values changed between runs (\(mismatch))"))
-                    profile?.countRun()
-                    return try runGeneric(args, recording: nil)
+    /// types and ranks (``Recording/derived(_:_:extents:)``: steps revisited only downstream of a
+    /// changed size, then bound); only when there is none, or its shapes depend on data, is the
+    /// run generic and recorded. Plans are cached by signature (the 8 newest); with
+    /// `frequentReshapes` a derived plan is kept only as the base of the next one. With `state`,
+    /// the signature includes the room of each state kept in place, which grows (and the
+    /// signature with it) before a plan that needs more runs.
+    func execute(_ args: [NDArray], state: StateRun? = nil) throws -> [String: NDArray] {
+        var args = args
+        while true {
+            let key = ShapeKey(args, capacities: state?.capacities ?? [])
+            var cached = cachedEntry(key)
+            if cached == nil, speculation.wait(for: key) { cached = cachedEntry(key) }
+            let derivedNow = cached == nil
+            if cached == nil, let plan = derive(key, args) { cached = .plan(plan) }
+            switch cached {
+            case .plan(let plan)?:
+                if let state, state.makeRoom(for: plan) {
+                    args = state.arguments(args)
+                    continue
                 }
-                return try record(key, args)
-            }
-        case .generic?:
-            profile?.countRun()
-            return try runGeneric(args, recording: nil)
-        case nil:
-            guard let plan = derive(key, args) else { return try record(key, args) }
-            speculate(after: key, from: plan)
-            do {
-                return try plan.run(args, executor: self)
-            } catch is PlanMismatch {
-                return try record(key, args)
+                speculate(after: key, from: plan)
+                do {
+                    let out = try plan.run(args, executor: self)
+                    state?.advance(plan)
+                    return out
+                } catch let mismatch as PlanMismatch {
+                    // Values decided other shapes than the plan's: planned again once (a new steady
+                    // state), generic from the second time on. The plan wrote only its own memory.
+                    guard derivedNow || plans.mismatch(key) < 2 else {
+                        plans.insert(key, .generic(reason: "shapes decided by values changed between runs (\(mismatch))"))
+                        profile?.countRun()
+                        return try generic(args, recording: nil, state: state)
+                    }
+                    return try record(key, args, state: state)
+                }
+            case .generic?:
+                profile?.countRun()
+                return try generic(args, recording: nil, state: state)
+            case nil:
+                return try record(key, args, state: state)
             }
         }
+    }
+
+    /// A generic run; states kept in place are read dense and take the run's values.
+    private func generic(_ args: [NDArray], recording: Recording?, state: StateRun?) throws -> [String: NDArray] {
+        guard let state else { return try runGeneric(args, recording: recording) }
+        var out = try runGeneric(state.dense(args), recording: recording)
+        state.absorb(&out, self)
+        return out
     }
 
     /// A plan for `key` derived from the newest one like it, kept; `nil` when none can be.
@@ -216,16 +237,17 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     func derive(_ key: ShapeKey, _ args: [NDArray], from given: ShapePlan? = nil) -> ShapePlan? {
         guard let base = given ?? current.latest(like: key) ?? plans.latest(like: key) else { return nil }
         let started = profile == nil ? 0 : DispatchTime.now().uptimeNanoseconds
-        guard let recording = try? base.recording.derived(self, args), let plan = try? ShapePlan(self, recording, base: base) else { return nil }
+        guard let recording = try? base.recording.derived(self, args, extents: stateExtents(key.capacities)), let plan = try? ShapePlan(self, recording, base: base) else { return nil }
         if frequentReshapes { current.insert(key, .plan(plan)) } else { plans.insert(key, .plan(plan)) }
         profile?.countDerived(DispatchTime.now().uptimeNanoseconds - started)
         return plan
     }
 
     /// Runs generically, recording, and keeps the plan built from the record for `key`.
-    private func record(_ key: ShapeKey, _ args: [NDArray]) throws -> [String: NDArray] {
+    private func record(_ key: ShapeKey, _ args: [NDArray], state: StateRun? = nil) throws -> [String: NDArray] {
         let recording = Recording(slotCount: slotCount)
-        let outputs = try runGeneric(args, recording: recording)
+        recording.stateExtents = stateExtents(key.capacities)
+        let outputs = try generic(args, recording: recording, state: state)
         do {
             plans.insert(key, .plan(try ShapePlan(self, recording)))
         } catch {
@@ -309,10 +331,19 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
 struct ShapeKey: Hashable {
     var shapes: [[Int]]
     var dtypes: [DataType]
+    /// Per input, the room of the state kept in place there, -1 for other inputs; empty for a run without state.
+    var capacities: [Int] = []
 
-    init(_ inputs: [NDArray]) {
+    init(_ inputs: [NDArray], capacities: [Int] = []) {
         shapes = inputs.map(\.shape)
         dtypes = inputs.map(\.scalarType)
+        self.capacities = capacities
+    }
+
+    /// Whether a plan for `other` is laid out as one for this key may be: the same types, ranks
+    /// and states kept in place.
+    func isLike(_ other: ShapeKey) -> Bool {
+        dtypes == other.dtypes && shapes.map(\.count) == other.shapes.map(\.count) && capacities.map { $0 >= 0 } == other.capacities.map { $0 >= 0 }
     }
 }
 
@@ -335,7 +366,7 @@ final class PlanCache: @unchecked Sendable {
     /// The newest plan whose inputs have `key`'s types and ranks.
     func latest(like key: ShapeKey) -> ShapePlan? {
         lock.withLock {
-            for k in order.reversed() where k.dtypes == key.dtypes && k.shapes.map(\.count) == key.shapes.map(\.count) {
+            for k in order.reversed() where k.isLike(key) {
                 if case .plan(let p)? = entries[k] { return p }
             }
             return nil

@@ -17,15 +17,16 @@ import KilnReference
 extension Recording {
     convenience init(copying other: Recording) {
         self.init(slotCount: other.shapes.count)
-        (shapes, dtypes, known) = (other.shapes, other.dtypes, other.known)
+        (shapes, dtypes, known, stateExtents) = (other.shapes, other.dtypes, other.known, other.stateExtents)
         derived = true
     }
 
     /// The record a generic run on `args` would make, worked out from this one (a run whose
     /// inputs have the same types and ranks); `nil` when some step's shapes cannot be worked
     /// out without running it.
-    func derived(_ executor: FunctionExecutor, _ args: [NDArray]) throws -> Recording? {
-        guard guards.isEmpty, dataDependentShape == nil, args.count == executor.inputSlots.count else { return nil }
+    func derived(_ executor: FunctionExecutor, _ args: [NDArray], extents: [Int: StateExtent] = [:]) throws -> Recording? {
+        guard guards.isEmpty, dataDependentShape == nil, args.count == executor.inputSlots.count,
+              Set(extents.keys) == Set(stateExtents.keys) else { return nil }
         let r = Recording(copying: self)
         r.derivedFrom = ObjectIdentifier(self)
         // Steps reading a changed slot, visited in order: a step's results feed only later steps.
@@ -34,6 +35,11 @@ extension Recording {
         func changed(_ s: Int) {
             r.changedSlots.append(s)
             for j in executor.consumers[s] { pending[j] = true; first = min(first, j) }
+        }
+        // A state's new room changes the strides its readers and its append are bound to.
+        for (s, e) in extents.sorted(by: { $0.key < $1.key }) where r.stateExtents[s] != e {
+            r.stateExtents[s] = e
+            changed(s)
         }
         for (s, x) in zip(executor.inputSlots, args) where r.shapes[s] != x.shape {
             guard r.dtypes[s] == x.scalarType, r.shapes[s]?.count == x.rank, r.known[s] == nil else { return nil }

@@ -45,7 +45,9 @@ struct PlanLayout {
     static func operand(_ s: Int, _ recording: Recording, _ executor: FunctionExecutor) -> Operand? {
         guard s >= 0, let shape = recording.shapes[s] ?? recording.known[s]?.shape ?? executor.constants[s]?.shape,
               let dtype = recording.dtypes[s] ?? recording.known[s]?.scalarType ?? executor.constants[s]?.scalarType else { return nil }
-        return Operand(slot: s, shape: shape, dtype: dtype, value: recording.known[s] ?? executor.constants[s])
+        var o = Operand(slot: s, shape: shape, dtype: dtype, value: recording.known[s] ?? executor.constants[s])
+        if !recording.stateExtents.isEmpty { o.extent = recording.stateExtents[s] }
+        return o
     }
 
     /// The layout of `recording`, every step considered.
@@ -86,10 +88,18 @@ struct PlanLayout {
         }
         sliceOf = ShapePlan.concatSlices(executor, recording, operand: operand, producer: executor.producer, lastRead: lastRead)
         for i in executor.steps.indices {
-            if executor.steps[i].outputs.allSatisfy({ recording.known[$0] != nil }) { continue }
+            if executor.steps[i].outputs.allSatisfy({ recording.known[$0] != nil }) || executor.onlyShapesRead[i] { continue }
             let step = executor.steps[i]
             let inputs = step.inputs.map { operand($0) }
             for s in step.inputs { use(s, at: i) }
+            // A state kept in place: its append writes the new entries after the old ones, in the
+            // state's own buffer (the output is where the input is).
+            if step.outputs.count == 1, let out = operand(step.outputs[0]), out.extent != nil, let past = step.inputs.first, past >= 0 {
+                location[step.outputs[0]] = location[past]
+                plannedAt[i] = planned.count
+                planned.append(Planned(i, inputs, [out]))
+                continue
+            }
             // Views and contiguous slices take their source's memory (at an offset): no step runs.
             let sliceOffset = (step.kernel as? CopyStep)?.contiguousSliceOffset(inputs)
             if step.kernel.id.family == .view || sliceOffset != nil, let source = step.inputs.first, source >= 0, let out = step.outputs.first {
@@ -164,7 +174,8 @@ struct PlanLayout {
                 anyKnownChanged = true
                 layout.location[s] = .constant(b.unsafeBase)
             }
-            if baseRecording.shapes[s] != recording.shapes[s] || baseRecording.dtypes[s] != recording.dtypes[s] { changed[s] = true }
+            if baseRecording.shapes[s] != recording.shapes[s] || baseRecording.dtypes[s] != recording.dtypes[s]
+                || baseRecording.stateExtents[s] != recording.stateExtents[s] { changed[s] = true }
         }
         layout.locationsChanged = anyKnownChanged
         let operand = { (s: Int) in PlanLayout.operand(s, recording, executor) }

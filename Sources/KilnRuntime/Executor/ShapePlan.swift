@@ -23,6 +23,9 @@ final class Recording {
     /// plan checks each is what this run saw before the step that reads it (`step`), else the
     /// run is done again generically (``PlanMismatch``).
     var guards: [(step: Int, slot: Int, value: NDArray)] = []
+    /// The slots of states kept in place (each state's input and output slot) and their layout
+    /// in this run (``FunctionExecutor/stateExtents(_:)``); empty for a run without state.
+    var stateExtents: [Int: StateExtent] = [:]
 
     /// Results up to this size are folded when their inputs are known.
     static let foldLimit = 1 << 20
@@ -83,6 +86,8 @@ final class ShapePlan: @unchecked Sendable {
     let fixed: [(slot: Int, pointer: UnsafeMutableRawPointer)]
     let arenaSlots: [(slot: Int, offset: Int)]
     private let outputs: [(name: String, slot: Int, shape: [Int], dtype: DataType)]
+    /// The shapes states kept in place have after a run, by output index.
+    let stateShapes: [(output: Int, shape: [Int])]
     /// Per output, the slots (with their byte offsets) of the arena buffer it alone occupies, or
     /// nil: such an output is allocated per run and its producers write into it (no copy out).
     private let direct: [[(slot: Int, offset: Int)]?]
@@ -155,9 +160,16 @@ final class ShapePlan: @unchecked Sendable {
         self.bindings = bindings
         self.layout = layout
         self.placement = placement
-        outputs = try zip(executor.function.outputs, executor.outputSlots).map { arg, s in
+        // States kept in place are not results: their values stay in the state's buffers.
+        let returned = zip(executor.function.outputs, executor.outputSlots).filter { recording.stateExtents[$0.1] == nil }
+        outputs = try returned.map { arg, s in
             guard let o = PlanLayout.operand(s, recording, executor) else { throw OpError("no shape recorded for output '\(arg.name)'") }
             return (arg.name, s, o.shape, o.dtype)
+        }
+        stateShapes = try executor.outputSlots.enumerated().compactMap { k, s in
+            guard recording.stateExtents[s] != nil else { return nil }
+            guard let shape = recording.shapes[s] else { throw OpError("no shape recorded for state output '\(executor.function.outputs[k].name)'") }
+            return (k, shape)
         }
         // A rebased layout has the base's arena buffers and its slots where they were, but for
         // values folded again (at new addresses) and buffers placed again.
@@ -173,7 +185,7 @@ final class ShapePlan: @unchecked Sendable {
                 (fixed, arenaSlots, inputSlots) = ShapePlan.slotTable(layout.location, byteOffset: layout.byteOffset, offsets: placement.offsets, constants: executor.constants)
             }
         } else {
-            outputRoots = ShapePlan.outputRoots(executor.outputSlots, location: layout.location, byteOffset: layout.byteOffset)
+            outputRoots = ShapePlan.outputRoots(returned.map(\.1), location: layout.location, byteOffset: layout.byteOffset)
             (fixed, arenaSlots, inputSlots) = ShapePlan.slotTable(layout.location, byteOffset: layout.byteOffset, offsets: placement.offsets, constants: executor.constants)
         }
         fallbacks = ShapePlan.fallbacks(layout, bindings, base: base)
@@ -284,12 +296,17 @@ final class ShapePlan: @unchecked Sendable {
     private static func bind(_ p: PlanLayout.Planned, _ executor: FunctionExecutor) throws -> Binding {
         let kernel = executor.steps[p.index].kernel
         var context = BindContext(threads: executor.threads, scratchSlot: executor.slotCount)
+        if let out = p.outputs.first, out.extent != nil {
+            return Binding(inputs: p.inputs, outputs: p.outputs, bound: try StateAppend.bind(p.inputs, out), scratchBytes: 0, fallback: nil)
+        }
         do {
             let bound = try kernel.bind(p.inputs, p.outputs, &context)
             let fallback = kernel is ReferenceStep ? "\(executor.steps[p.index].name): reference" : nil
             return Binding(inputs: p.inputs, outputs: p.outputs, bound: bound, scratchBytes: context.scratchBytes, fallback: fallback)
         } catch let e as OpError {
             let step = executor.steps[p.index]
+            // The reference kernel reads operands dense: a state kept in place has to be read by its kernel.
+            if p.inputs.contains(where: { $0?.extent != nil }) { throw OpError("\(step.name): \(kernel.id) cannot read a state kept in place (\(e.reason))") }
             let fallback = ReferenceStep(kernel: step.reference, fallback: e.reason)
             context = BindContext(threads: executor.threads, scratchSlot: executor.slotCount)
             let bound = try fallback.bind(p.inputs, p.outputs, &context)

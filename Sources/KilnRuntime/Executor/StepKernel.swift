@@ -18,6 +18,9 @@ struct Operand: @unchecked Sendable {
     var rowStride: Int? = nil
     /// A concat input whose producer already wrote it into the concat's output (nothing to copy).
     var inPlace = false
+    /// For a state kept in place (``StateExtent``): the operand's memory holds `capacity`
+    /// entries along `axis`, of which the shape's are the first; `nil` for dense operands.
+    var extent: StateExtent? = nil
 
     var count: Int { shape.reduce(1, *) }
     var byteCount: Int { count * dtype.bitWidth / 8 }
@@ -32,7 +35,7 @@ extension Operand {
     /// row strides, and the very same known values.
     static func same(_ a: Operand?, _ b: Operand?) -> Bool {
         guard let a, let b else { return a == nil && b == nil }
-        return a.slot == b.slot && a.dtype == b.dtype && a.rowStride == b.rowStride && a.inPlace == b.inPlace && a.shape == b.shape
+        return a.slot == b.slot && a.dtype == b.dtype && a.rowStride == b.rowStride && a.inPlace == b.inPlace && a.shape == b.shape && a.extent == b.extent
             && a.value?.unsafeBase == b.value?.unsafeBase
     }
 
@@ -43,6 +46,14 @@ extension Operand {
     static func same(_ a: [Operand], _ b: [Operand]) -> Bool {
         a.count == b.count && zip(a, b).allSatisfy { same($0, $1) }
     }
+}
+
+/// How a state kept in place between runs is laid out: its buffer has room for `capacity`
+/// entries along `axis` (the axis it grows on), and a value of it is the first entries of each
+/// run along that axis: element strides are those of the shape with `capacity` at `axis`.
+struct StateExtent: Hashable, Sendable {
+    var axis: Int
+    var capacity: Int
 }
 
 /// A step fixed for concrete shapes: it reads and writes only through the slot table and

@@ -133,7 +133,9 @@ struct AttentionStep: StepKernel {
                   v.shape[1] == g.skv else { throw OpError("q \(q.shape), k \(k.shape) and v \(v.shape) do not fit \(heads) heads") }
             (g.d, g.dv) = (q.shape[2] / heads, v.shape[2] / heads)
             (g.qRow, g.kvRow, g.vRow, g.yRow) = (heads * g.d, heads * g.d, heads * g.dv, heads * g.dv)
-            (g.qBatch, g.kBatch, g.vBatch, g.yBatch) = (g.sq * heads * g.d, g.skv * heads * g.d, g.skv * heads * g.dv, g.sq * heads * g.dv)
+            // Keys and values of a state kept in place have room for more entries than they hold.
+            let (kRoom, vRoom) = (try room(k, axis: 1, g.skv), try room(v, axis: 1, g.skv))
+            (g.qBatch, g.kBatch, g.vBatch, g.yBatch) = (g.sq * heads * g.d, kRoom * heads * g.d, vRoom * heads * g.dv, g.sq * heads * g.dv)
             (g.qHead, g.kHead, g.vHead, g.yHead) = (g.d, g.d, g.dv, g.dv)
         } else {
             guard [q, k, v].allSatisfy({ $0.shape.count == 4 }) else { throw OpError("needs 4-D q, k and v") }
@@ -143,10 +145,18 @@ struct AttentionStep: StepKernel {
                   k.shape[3] == g.d else { throw OpError("q \(q.shape), k \(k.shape) and v \(v.shape) do not fit [B, H, S, D] attention") }
             g.group = g.heads / hkv
             (g.qRow, g.kvRow, g.vRow, g.yRow) = (g.d, g.d, g.dv, g.dv)
-            (g.qHead, g.kHead, g.vHead, g.yHead) = (g.sq * g.d, g.skv * g.d, g.skv * g.dv, g.sq * g.dv)
+            let (kRoom, vRoom) = (try room(k, axis: 2, g.skv), try room(v, axis: 2, g.skv))
+            (g.qHead, g.kHead, g.vHead, g.yHead) = (g.sq * g.d, kRoom * g.d, vRoom * g.dv, g.sq * g.dv)
             (g.qBatch, g.kBatch, g.vBatch, g.yBatch) = (g.heads * g.qHead, hkv * g.kHead, hkv * g.vHead, g.heads * g.yHead)
         }
         return g
+    }
+
+    /// Entries `x` has room for along its sequence `axis`: `skv`, or its state's capacity.
+    private func room(_ x: Operand, axis: Int, _ skv: Int) throws -> Int {
+        guard let e = x.extent else { return skv }
+        guard e.axis == axis else { throw OpError("a state kept in place grows on axis \(e.axis), not the sequence axis \(axis)") }
+        return e.capacity
     }
 
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
