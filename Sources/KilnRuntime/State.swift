@@ -134,7 +134,13 @@ public final class InferenceState: @unchecked Sendable {
                 guard let v = out.removeValue(forKey: e.pair.output) else {
                     throw InferenceError(function: functionName, reason: "state output '\(e.pair.output)' was not computed")
                 }
-                if let b = e.buffer { b.assign(v) } else { e.value = v }
+                if let b = e.buffer {
+                    do { try b.assign(v) } catch let error as OpError {
+                        throw InferenceError(function: functionName, reason: "state output '\(e.pair.output)': \(error.reason)")
+                    }
+                } else {
+                    e.value = v
+                }
             }
             return out
         }
@@ -197,9 +203,12 @@ final class StateBuffer: @unchecked Sendable {
     }
 
     /// Takes `x` (a run's whole output for this state) as the value, copied in.
-    func assign(_ x: NDArray) {
+    /// - Throws: ``OpError`` when `x` differs from the state in a dim other than the growing one.
+    func assign(_ x: NDArray) throws {
         let x = x.contiguous()
-        precondition(fits(x.shape), "state value \(x.shape) does not fit a buffer of \(shape)")
+        guard fits(x.shape), x.scalarType == dtype else {
+            throw OpError("the run gave the state \(x.scalarType.rawValue)\(x.shape), which does not extend its \(dtype.rawValue)\(shape) along axis \(axis)")
+        }
         reserve(x.shape[axis])
         shape = x.shape
         let (runs, entry) = (outer, inner), held = shape[axis] * entry

@@ -224,7 +224,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     private func generic(_ args: [NDArray], recording: Recording?, state: StateRun?) throws -> [String: NDArray] {
         guard let state else { return try runGeneric(args, recording: recording) }
         var out = try runGeneric(state.dense(args), recording: recording)
-        state.absorb(&out, self)
+        try state.absorb(&out, self)
         return out
     }
 

@@ -138,10 +138,16 @@ final class StateRun {
     }
 
     /// After a generic run: each state kept in place takes its output's value (removed from `out`).
-    func absorb(_ out: inout [String: NDArray], _ executor: FunctionExecutor) {
+    func absorb(_ out: inout [String: NDArray], _ executor: FunctionExecutor) throws {
         for (i, b) in buffers.enumerated() {
             guard let b, let t = targets[i] else { continue }
-            if let v = out.removeValue(forKey: executor.function.outputs[t.output].name) { b.assign(v) }
+            let name = executor.function.outputs[t.output].name
+            guard let v = out.removeValue(forKey: name) else { continue }
+            do {
+                try b.assign(v)
+            } catch let e as OpError {
+                throw InferenceError(function: executor.function.name, reason: "state output '\(name)': \(e.reason)")
+            }
         }
     }
 }
