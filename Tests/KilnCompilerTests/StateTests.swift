@@ -166,4 +166,50 @@ final class StateTests: XCTestCase {
         XCTAssertThrowsError(try f.checkStates([StatePair(input: "count", output: "lengths")])) { e in XCTAssertTrue("\(e)".contains("int64"), "\(e)") }
         XCTAssertThrowsError(try f.checkStates([StatePair(input: "past_k", output: "present_k"), StatePair(input: "past_v", output: "present_k")]))
     }
+
+    /// ONNX `Attention` with a past cache (opset 23, imported as one `attention` op returning the
+    /// presents): compiled as two appends and the attention kernel, its presents kept in place as
+    /// state; 40 steps agree with the interpreter given the cache, with nothing on the reference path.
+    func testOnnxAttentionWithPastKeepsStateInPlace() async throws {
+        var b = ModelBuilder(name: "onnx_attention")
+        var f = b.function("main")
+        let (p, s) = (KilnFormat.Dimension.symbol("past"), KilnFormat.Dimension.symbol("seq"))
+        let total = KilnFormat.Dimension.symbol("past + seq")
+        let q = f.input("q", TensorType(.float32, [.size(1), .size(4), s, .size(16)]))
+        let k = f.input("k", TensorType(.float32, [.size(1), .size(2), s, .size(16)]))
+        let v = f.input("v", TensorType(.float32, [.size(1), .size(2), s, .size(8)]))
+        let m = f.input("mask", TensorType(.float32, [.size(1), .size(1), s, total]))
+        let pastK = f.input("past_k", TensorType(.float32, [.size(1), .size(2), p, .size(16)]))
+        let pastV = f.input("past_v", TensorType(.float32, [.size(1), .size(2), p, .size(8)]))
+        let out = try f.apply("attention", [q, k, v, m, pastK, pastV], ["q_num_heads": .int(4), "kv_num_heads": .int(2)],
+                              outputTypes: [TensorType(.float32, [.size(1), .size(4), s, .size(8)]),
+                                            TensorType(.float32, [.size(1), .size(2), total, .size(16)]),
+                                            TensorType(.float32, [.size(1), .size(2), total, .size(8)])])
+        f.output("y", out[0])
+        f.output("present_k", out[1])
+        f.output("present_v", out[2])
+        try b.add(f)
+        var model = try b.build()
+        model.functions[0].states = try StatePair.pairs(rule: "past_*=present_*", in: model.functions[0])
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = try compiledForHost(model, in: dir)
+        try assertNoReferenceSteps(path, "onnx attention with past")
+        let reference = try ReferenceInterpreter(model: model, function: "main")
+        let function = try await Model.load(contentsOf: URL(fileURLWithPath: path)).loadFunction(named: "main")!
+        let state = try function.makeState()
+        XCTAssertEqual(state.inPlaceInputs, ["past_k", "past_v"])
+        var rng = SplitMix64(seed: 9)
+        var past = ["past_k": NDArray(shape: [1, 2, 0, 16], scalars: [Float]()), "past_v": NDArray(shape: [1, 2, 0, 8], scalars: [Float]())]
+        for step in 0 ..< 40 {
+            var given = inputs(step: step, past: past["past_k"]!.shape[2], &rng)
+            let rows = given["k"]!.shape[2]
+            given["q"] = random([1, 4, rows, 16], &rng)
+            let got = try await function.run(inputs: given, state: state)
+            let want = try reference.run(given.merging(past) { a, _ in a })
+            assertMatches(got["y"], want["y"]!, "step \(step)")
+            past = ["past_k": want["present_k"]!, "past_v": want["present_v"]!]
+        }
+        XCTAssertEqual(state.value(forInput: "past_v")?.scalars(as: Float.self), past["past_v"]!.scalars(as: Float.self))
+    }
 }

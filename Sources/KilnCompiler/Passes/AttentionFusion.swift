@@ -29,6 +29,8 @@ public struct AttentionFusion: CompilerPass {
     public func apply(to unit: inout CompilationUnit) throws {
         for fi in unit.model.functions.indices {
             var f = unit.model.functions[fi]
+            splitPast(&f, runtime: unit.minimumRuntime)
+            unit.model.functions[fi] = f
             let uses = UseIndex(f)
             var removed = Set<Int>()
             for (i, op) in f.operations.enumerated() where op.opType == "softmax" {
