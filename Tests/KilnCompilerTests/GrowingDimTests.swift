@@ -7,8 +7,9 @@ import KilnTestSupport
 import XCTest
 
 /// A function whose input grows one row per run (a decoder's past) gets plans derived from the
-/// previous size instead of a generic run per size: every size agrees with the interpreter, and
-/// bit for bit with a plan recorded from a generic run of the same size.
+/// previous size instead of a generic run per size, and once three sizes have grown alike, one
+/// symbolic plan bound to each later size: every size agrees with the interpreter, and bit for
+/// bit with a plan recorded from a generic run of the same size.
 final class GrowingDimTests: XCTestCase {
     func floats(_ n: Int, _ seed: Double) -> [Float] { (0 ..< n).map { Float(sin(Double($0) * 0.61 + seed) * 2) } }
 
@@ -70,15 +71,18 @@ final class GrowingDimTests: XCTestCase {
                 runs[frequent, default: []].append(got)
                 past = got["present"]!
             }
-            // Only the first size was recorded; every later plan was derived (none fell back).
+            // Only the first size was recorded; the next three were derived (none fell back), and
+            // then a symbolic plan covered 64 steps, and another the rest from three more derived.
             let reports = executor.planReports
             XCTAssertFalse(reports.isEmpty)
             for r in reports {
                 XCTAssertNil(r.generic)
                 XCTAssertEqual(r.fallbacks, [])
             }
-            XCTAssertEqual(reports.filter { !$0.derived }.count, frequent ? 1 : 0, "recorded plans among the newest")
             XCTAssertEqual(executor.genericRuns.value, 1, "frequent \(frequent)")
+            XCTAssertEqual(executor.symbolic.made, 2, "frequent \(frequent)")
+            XCTAssertEqual(executor.symbolic.refused, 0)
+            XCTAssertGreaterThanOrEqual(executor.symbolic.runs.value, 92, "frequent \(frequent)")
         }
         // The same bits with either policy, and as a plan recorded for that size alone.
         for (a, b) in zip(runs[false]!, runs[true]!) { XCTAssertEqual(a["y"]?.contiguous().scalars(as: Float.self), b["y"]?.contiguous().scalars(as: Float.self)) }
@@ -92,8 +96,9 @@ final class GrowingDimTests: XCTestCase {
     }
 
     /// With a core the runs leave free (one thread), the plan for the next size is derived on
-    /// another thread while a run goes on: after two steps of the same growth every run finds its
-    /// plan ready, and each gives the bits of a plan recorded for its size alone.
+    /// another thread while a run goes on once two steps have grown alike, and the symbolic plan
+    /// that follows is bound to the next size there too; each run gives the bits of a plan
+    /// recorded for its size alone.
     func testGrowingPastPlansAhead() async throws {
         guard ProcessInfo.processInfo.activeProcessorCount > 1 else {
             throw XCTSkip("plans are derived ahead only with a core the runs leave free; this machine has one")
@@ -118,12 +123,15 @@ final class GrowingDimTests: XCTestCase {
             runs.append(got)
             past = got["present"]!
         }
-        // Runs 3 on grew as the two before them did; the first after the prefill and the second are
-        // derived in line (no growth seen yet), and the last guess is never run.
+        // Run 3 grew as the two before it did: the plan for run 4 is derived ahead (run 4 takes it
+        // if it is ready before the symbolic plan made from runs 1-3 serves), and that symbolic
+        // plan covers the next 64 sizes (nothing derived ahead); past them, the same once more.
         executor.speculation.settle()
-        XCTAssertEqual(executor.speculation.derivedAhead, 98)
-        XCTAssertEqual(executor.speculation.used, 97)
+        XCTAssertEqual(executor.speculation.derivedAhead, 2)
+        XCTAssertLessThanOrEqual(executor.speculation.used, 2)
+        XCTAssertEqual(executor.symbolic.made, 2)
         XCTAssertEqual(executor.genericRuns.value, 1)
+        XCTAssertGreaterThanOrEqual(executor.symbolic.runs.value, 92)
         for step in [3, 50, 100] {
             let fresh = try await Model.load(contentsOf: URL(fileURLWithPath: path), options: options).loadFunction(named: "main")!
             let inputs = ["x": NDArray(shape: [1, 1, 8], scalars: floats(8, Double(step))), "past": runs[step - 1]["present"]!]

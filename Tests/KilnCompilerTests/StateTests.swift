@@ -105,6 +105,10 @@ final class StateTests: XCTestCase {
             XCTAssertEqual(state.appendedBytes, 100 * 2 * (16 + 8) * 4)
             XCTAssertEqual(executor.genericRuns.value, 1)
             for r in executor.planReports { XCTAssertEqual(r.fallbacks, []) }
+            // Per room of the cache (64, then 128 entries), three sizes derived and the rest bound
+            // to one symbolic plan.
+            XCTAssertEqual(executor.symbolic.made, 2, "threads \(threads)")
+            XCTAssertGreaterThanOrEqual(executor.symbolic.runs.value, 90, "threads \(threads)")
             state.reset()
             var again = SplitMix64(seed: 5)
             let restarted = try await function.run(inputs: inputs(step: 0, past: 0, &again), state: state)

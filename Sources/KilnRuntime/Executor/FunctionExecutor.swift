@@ -33,6 +33,8 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
     private let plans = PlanCache(capacity: 8)
     /// Plans derived ahead for the sizes runs are growing towards.
     let speculation: PlanSpeculation
+    /// Plans bound per run to sizes that grow alike run after run (``SymbolicPlan``).
+    let symbolic = SymbolicPlans()
     /// The newest plan derived under `frequentReshapes`.
     private let current = PlanCache(capacity: 1)
     let arenas: ArenaPool
@@ -60,6 +62,9 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         for r in planReports {
             if let reason = r.generic { notes.append("shapes run generically: \(reason)") }
             notes += r.fallbacks.map { "fallback: \($0)" }
+        }
+        if symbolic.made + symbolic.refused > 0 {
+            notes.append("symbolic plans made for growing sizes: \(symbolic.made), refused: \(symbolic.refused)")
         }
         if speculation.derivedAhead > 0 {
             notes.append("plans derived ahead of their run on another thread: \(speculation.derivedAhead), found ready by a run: \(speculation.used)")
@@ -187,6 +192,13 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
         while true {
             let key = ShapeKey(args, capacities: state?.capacities ?? [])
             var cached = cachedEntry(key)
+            if cached == nil {
+                switch try runSymbolic(key, args, state: state) {
+                case .ran(let out): return out
+                case .grew: args = state?.arguments(args) ?? args; continue
+                case .unbound: break
+                }
+            }
             if cached == nil, speculation.wait(for: key) { cached = cachedEntry(key) }
             let derivedNow = cached == nil
             if cached == nil, let plan = derive(key, args) { cached = .plan(plan) }
@@ -200,6 +212,7 @@ final class FunctionExecutor: FunctionRunner, @unchecked Sendable {
                 do {
                     let out = try plan.run(args, executor: self)
                     state?.advance(plan)
+                    symbolic.note(key, plan, self)
                     return out
                 } catch let mismatch as PlanMismatch {
                     // Values decided other shapes than the plan's: planned again once (a new steady
@@ -390,51 +403,6 @@ final class PlanCache: @unchecked Sendable {
                 (entries[dropped], mismatches[dropped]) = (nil, nil)
             }
         }
-    }
-}
-
-/// Accumulated nanoseconds per step, for `KILN_PROFILE` (the 25 slowest steps; `KILN_PROFILE_TOP=N` for N).
-/// Planned runs and generic ones (a new shape signature worked out step by step, allocating) are
-/// kept apart: the report is of the planned runs, the generic ones summed on a line of their own
-/// (their steps are reported only when no run was planned).
-final class StepProfile: @unchecked Sendable {
-    private var nanoseconds: [UInt64], genericNanoseconds: [UInt64]
-    private var runs = 0, genericRuns = 0, derived = 0, derivedNanoseconds: UInt64 = 0
-    private let lock = NSLock()
-
-    init(_ count: Int) {
-        nanoseconds = [UInt64](repeating: 0, count: count)
-        genericNanoseconds = nanoseconds
-    }
-
-    func add(_ step: Int, _ ns: UInt64, generic: Bool = false) {
-        lock.withLock { if generic { genericNanoseconds[step] += ns } else { nanoseconds[step] += ns } }
-    }
-
-    func countRun(generic: Bool = false) { lock.withLock { if generic { genericRuns += 1 } else { runs += 1 } } }
-
-    /// A plan derived for new sizes, and the time taken to derive and bind it.
-    func countDerived(_ ns: UInt64) { lock.withLock { derived += 1; derivedNanoseconds += ns } }
-
-    func report(_ names: [String], notes: [String]) {
-        let planned = runs > 0 || genericRuns == 0
-        let times = planned ? nanoseconds : genericNanoseconds
-        let total = max(times.reduce(0, +), 1)
-        let runs = max(planned ? self.runs : genericRuns, 1)
-        func ms(_ ns: UInt64, _ n: Int) -> String { String(format: "%.3f", Double(ns) / 1e6 / Double(max(n, 1))) }
-        var lines = "profile: \(planned ? self.runs : 0) planned runs, \(ms(planned ? total : 0, runs)) ms per run in steps\n"
-        if genericRuns > 0 {
-            lines += "  \(genericRuns) generic run\(genericRuns == 1 ? "" : "s") (shapes worked out step by step): \(ms(genericNanoseconds.reduce(0, +), genericRuns)) ms per run\(planned ? ", not counted below" : "; below")\n"
-        }
-        if derived > 0 {
-            lines += "  \(derived) plan\(derived == 1 ? "" : "s") derived for new sizes: \(ms(derivedNanoseconds, derived)) ms each, not counted below\n"
-        }
-        let top = getenv("KILN_PROFILE_TOP").flatMap { Int(String(cString: $0)) } ?? 25
-        for (i, ns) in times.enumerated().sorted(by: { $0.1 > $1.1 }).prefix(max(top, 0)) where ns > 0 {
-            lines += String(format: "  %6.2f%%  %8.3f ms  ", Double(ns) * 100 / Double(total), Double(ns) / 1e6 / Double(runs)) + names[i] + "\n"
-        }
-        for n in notes { lines += "  \(n)\n" }
-        FileHandle.standardError.write(Data(lines.utf8))
     }
 }
 

@@ -48,7 +48,7 @@ final class PlanSpeculation: @unchecked Sendable {
 
     /// How much each dim grew from `a` to `b`: `nil` unless types and ranks are the same, no dim
     /// shrank and one grew.
-    private static func growth(from a: ShapeKey, to b: ShapeKey) -> [[Int]]? {
+    static func growth(from a: ShapeKey, to b: ShapeKey) -> [[Int]]? {
         guard a.dtypes == b.dtypes, a != b, zip(a.shapes, b.shapes).allSatisfy({ $0.count == $1.count }) else { return nil }
         let d = zip(a.shapes, b.shapes).map { x, y in zip(x, y).map { $1 - $0 } }
         return d.allSatisfy({ $0.allSatisfy { $0 >= 0 } }) ? d : nil
@@ -90,7 +90,7 @@ extension FunctionExecutor {
     /// Starts deriving, on another thread, the plan for the signature likely to follow `key`'s
     /// (``PlanSpeculation``), from `plan` (the plan for `key`).
     func speculate(after key: ShapeKey, from plan: ShapePlan) {
-        guard speculation.enabled, let next = speculation.guess(after: key), cachedEntry(next) == nil, let group = speculation.begin(next) else { return }
+        guard speculation.enabled, let next = speculation.guess(after: key), cachedEntry(next) == nil, symbolic.match(next) == nil, let group = speculation.begin(next) else { return }
         let args = zip(next.shapes, next.dtypes).map { shape, dtype in
             // Derivation reads shapes and types only: stand-ins whose bytes are never read.
             let bytes = dtype.byteCount(elements: shape.reduce(1, *)) ?? 0

@@ -80,12 +80,14 @@ final class ShapePlan: @unchecked Sendable {
     }
 
     private let steps: [PlannedStep]
+    /// How many steps a run goes through (a ``SymbolicPlan`` binds some of them per run).
+    var stepCount: Int { steps.count }
     /// Slots that read a run input, by input index.
     private let inputSlots: [(slot: Int, input: Int, offset: Int)]
     /// Slot table entries fixed for every run (constants); arena offsets are added per arena.
     let fixed: [(slot: Int, pointer: UnsafeMutableRawPointer)]
     let arenaSlots: [(slot: Int, offset: Int)]
-    private let outputs: [(name: String, slot: Int, shape: [Int], dtype: DataType)]
+    let outputs: [(name: String, slot: Int, shape: [Int], dtype: DataType)]
     /// The shapes states kept in place have after a run, by output index.
     let stateShapes: [(output: Int, shape: [Int])]
     /// Per output, the slots (with their byte offsets) of the arena buffer it alone occupies, or
@@ -94,7 +96,7 @@ final class ShapePlan: @unchecked Sendable {
     /// Per output, the arena buffer it alone occupies from its start, with that buffer's slots
     /// (and their byte offsets), or nil: `direct` when the buffer is exactly the output's size.
     private let outputRoots: [(root: Int, slots: [(slot: Int, offset: Int)])?]
-    private let scratchBytes: Int
+    let scratchBytes: Int
     /// The arena's size in bytes, scratch included.
     let arenaBytes: Int
     let scratchOffset: Int
@@ -110,7 +112,7 @@ final class ShapePlan: @unchecked Sendable {
     /// operands are the same there keeps its binding (bound steps read memory only through the
     /// slot table, so offsets do not matter).
     private let bindings: [Binding?]
-    private let layout: PlanLayout
+    let layout: PlanLayout
     private let placement: Placement
 
     /// A step bound to its operands. A class: plans derived from one another share the bindings
@@ -293,7 +295,7 @@ final class ShapePlan: @unchecked Sendable {
     }
 
     /// One step bound to its operands, or its reference kernel when the step's kernel does not fit them.
-    private static func bind(_ p: PlanLayout.Planned, _ executor: FunctionExecutor) throws -> Binding {
+    static func bind(_ p: PlanLayout.Planned, _ executor: FunctionExecutor) throws -> Binding {
         let kernel = executor.steps[p.index].kernel
         var context = BindContext(threads: executor.threads, scratchSlot: executor.slotCount)
         if let out = p.outputs.first, out.extent != nil {
@@ -390,26 +392,28 @@ final class ShapePlan: @unchecked Sendable {
         }
     }
 
-    /// Runs the plan on inputs of the planned shapes.
-    func run(_ args: [NDArray], executor: FunctionExecutor) throws -> [String: NDArray] {
+    /// Runs the plan on inputs of the planned shapes, or of the sizes `bound` binds it to.
+    func run(_ args: [NDArray], executor: FunctionExecutor, bound: SymbolicPlan.Bound? = nil) throws -> [String: NDArray] {
         let arena = executor.arenas.take(for: self)
         defer { executor.arenas.give(arena) }
         let slots = arena.slots
         for (s, i, o) in inputSlots { slots[s] = args[i].unsafeBase + o }
+        for (s, p) in bound?.slots ?? [] { slots[s] = p }
         var results: [NDArray?] = []
         results.reserveCapacity(outputs.count)
-        for (o, d) in zip(outputs, direct) {
-            guard let d else { results.append(nil); continue }
+        for (k, (o, d)) in zip(outputs, direct).enumerated() {
+            // An output that grows with a symbolic plan's sizes is copied out of the arena.
+            guard let d, bound?.outputShapes[k] == nil else { results.append(nil); continue }
             let y = NDArray(uninitializedShape: o.shape, scalarType: o.dtype)
             for (s, offset) in d { slots[s] = y.unsafeBase + offset }
             results.append(y)
         }
         let profile = executor.profile
         profile?.countRun()
-        for step in steps {
+        for (p, step) in steps.enumerated() {
             let started = profile == nil ? 0 : DispatchTime.now().uptimeNanoseconds
             do {
-                try step.bound.run(slots)
+                try (bound?.steps[p] ?? step.bound).run(slots)
             } catch let e as OpError {
                 throw InferenceError(function: executor.function.name, op: executor.steps[step.index].name, reason: e.reason)
             } catch var m as PlanMismatch {
@@ -419,12 +423,12 @@ final class ShapePlan: @unchecked Sendable {
             profile?.add(step.index, DispatchTime.now().uptimeNanoseconds - started)
         }
         var out: [String: NDArray] = [:]
-        for (o, result) in zip(outputs, results) {
+        for (k, (o, result)) in zip(outputs, results).enumerated() {
             if let result {
                 out[o.name] = result
                 continue
             }
-            let y = NDArray(uninitializedShape: o.shape, scalarType: o.dtype)
+            let y = NDArray(uninitializedShape: bound?.outputShapes[k] ?? o.shape, scalarType: o.dtype)
             y.unsafeBase.copyMemory(from: slots[o.slot], byteCount: y.elementCount * y.elementSize)
             out[o.name] = y
         }

@@ -110,9 +110,12 @@ final class StateRun {
     var capacities: [Int] { buffers.map { $0?.capacity ?? -1 } }
 
     /// Grows the buffers `plan` needs more room in; whether any grew (the signature then changes).
-    func makeRoom(for plan: ShapePlan) -> Bool {
+    func makeRoom(for plan: ShapePlan) -> Bool { makeRoom(plan.stateShapes) }
+
+    /// Grows the buffers the states' shapes after a run (by output index) need more room in.
+    func makeRoom(_ stateShapes: [(output: Int, shape: [Int])]) -> Bool {
         var grew = false
-        for (output, shape) in plan.stateShapes {
+        for (output, shape) in stateShapes {
             guard let i = targets.firstIndex(where: { $0?.output == output }), let b = buffers[i] else { continue }
             if b.reserve(shape[b.axis]) { grew = true }
         }
@@ -125,8 +128,11 @@ final class StateRun {
     }
 
     /// After a planned run: each buffer holds the entries appended.
-    func advance(_ plan: ShapePlan) {
-        for (output, shape) in plan.stateShapes {
+    func advance(_ plan: ShapePlan) { advance(plan.stateShapes) }
+
+    /// After a planned run: each buffer holds the entries appended, its state now `stateShapes`.
+    func advance(_ stateShapes: [(output: Int, shape: [Int])]) {
+        for (output, shape) in stateShapes {
             guard let i = targets.firstIndex(where: { $0?.output == output }), let b = buffers[i] else { continue }
             b.advance(to: shape)
         }
