@@ -612,10 +612,10 @@ def write_report(report):
                 notes.append(f"- **{name}, {what} preparation**: {err}")
     if report.get("llamacppError"):
         notes.append(f"- **llama.cpp**: {report['llamacppError']}")
-    lines += ["", "Kiln's first generation (every cache length is a new input shape: its plan is derived from the "
-              "previous length's, and 8 plans are kept, so a later generation derives them again; with fewer threads "
-              "than cores, once two runs have grown the cache alike, the next length's plan is derived on the free core "
-              "while the current token runs) against the timed rounds, decode ms/token:", "",
+    lines += ["", "Kiln's first generation (every cache length is a new input shape: the first lengths' plans are "
+              "derived from the previous length's, and once three have grown alike one symbolic plan serves the "
+              "lengths up to the cache's room, bound to each run's length; a later generation finds those plans "
+              "kept) against the timed rounds, decode ms/token:", "",
               "| model | threads | first generation | timed median |", "|---|---|---|---|"]
     for name, mr in report["models"].items():
         for threads, run in sorted(mr.get("runs", {}).items(), key=lambda kv: int(kv[0])):
