@@ -56,7 +56,9 @@ def save(name, model, feeds=None, check=True, exact=False, one_thread=False):
         if one_thread:
             options.intra_op_num_threads = 1
         sess = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        results = sess.run(None, feeds)
+        # Run on copies: onnxruntime writes some operators' results over their inputs' buffers
+        # (GroupQueryAttention rotates its query and key in place).
+        results = sess.run(None, {k: np.array(v, copy=True) for k, v in feeds.items()})
         cases.append({"name": name, "inputs": {k: tensor_json(v) for k, v in feeds.items()},
                       "outputs": {o.name: tensor_json(r) for o, r in zip(sess.get_outputs(), results)}})
 
@@ -624,6 +626,78 @@ pc = model(
      numpy_helper.from_array(np.array([4], dtype=np.int64), "four"), numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus_one")],
     opset=17)
 save("past_concat_expression", pc, {"x": f32(1, 2, 4), "past": f32(1, 3, 4), "mask": np.array([[1, 1, 0, 1, 1]], dtype=np.int64)})
+
+# onnxruntime's RotaryEmbedding (com.microsoft) as its model builder writes it: a 3-D [batch, seq,
+# heads·head_size] input with [batch, seq] position ids (halves rotated), a 4-D [batch, heads, seq,
+# head_size] one rotated interleaved from one start position, and a rotary dim below the head size.
+head, nheads, maxpos = 8, 2, 16
+freq = 1.0 / (10000 ** (np.arange(0, head, 2) / head))
+angle = np.arange(maxpos)[:, None] * freq[None, :]
+rot = model(
+    [helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain=ms, num_heads=nheads),
+     helper.make_node("RotaryEmbedding", ["x4", "start", "cos", "sin"], ["y4"], domain=ms, interleaved=1),
+     helper.make_node("RotaryEmbedding", ["x", "pos", "cos_part", "sin_part"], ["y_part"], domain=ms, num_heads=nheads, rotary_embedding_dim=4)],
+    [vi("x", TensorProto.FLOAT, ["batch", "seq", nheads * head]), vi("pos", TensorProto.INT64, ["batch", "seq"]),
+     vi("x4", TensorProto.FLOAT, ["batch", nheads, "seq", head]), vi("start", TensorProto.INT64, [1])],
+    [vi("y", TensorProto.FLOAT, ["batch", "seq", nheads * head]), vi("y4", TensorProto.FLOAT, ["batch", nheads, "seq", head]),
+     vi("y_part", TensorProto.FLOAT, ["batch", "seq", nheads * head])],
+    [numpy_helper.from_array(np.cos(angle).astype(np.float32), "cos"), numpy_helper.from_array(np.sin(angle).astype(np.float32), "sin"),
+     numpy_helper.from_array(np.cos(angle[:, :2]).astype(np.float32), "cos_part"), numpy_helper.from_array(np.sin(angle[:, :2]).astype(np.float32), "sin_part")],
+    opset=17)
+rot.opset_import.append(helper.make_opsetid(ms, 1))
+save("contrib_rotary", rot, {"x": f32(2, 3, nheads * head), "pos": np.array([[0, 1, 2], [5, 6, 7]], dtype=np.int64),
+                             "x4": f32(2, nheads, 3, head), "start": np.array([4], dtype=np.int64)}, check=False, exact=True)
+
+# onnxruntime's GroupQueryAttention (com.microsoft): a decode step over a past cache (4 query heads
+# on 2 key/value heads, rotated at the cache's positions, a window of 3 keys, a soft cap), and first
+# prompts of a right-padded batch (seqlens_k one less than each row's tokens) with packed QKV.
+gqa_heads, gqa_kv, gqa_size, gqa_past = 4, 2, 16, 5
+gqa_freq = 1.0 / (10000 ** (np.arange(0, gqa_size, 2) / gqa_size))
+gqa_angle = np.arange(32)[:, None] * gqa_freq[None, :]
+gqa = model(
+    [helper.make_node("GroupQueryAttention", ["q", "k", "v", "past_key", "past_value", "seqlens_k", "total", "cos", "sin"],
+                      ["y", "present_key", "present_value"], domain=ms, num_heads=gqa_heads, kv_num_heads=gqa_kv, do_rotary=1),
+     # Inputs of its own: onnxruntime may write a GroupQueryAttention's results over its inputs.
+     # (Its presents are named: without them onnxruntime computes another attention.)
+     helper.make_node("GroupQueryAttention", ["q_w", "k_w", "v_w", "past_key_w", "past_value_w", "seqlens_k", "total"],
+                      ["y_window", "present_key_w", "present_value_w"], domain=ms, num_heads=gqa_heads, kv_num_heads=gqa_kv, local_window_size=3, softcap=2.0, scale=0.25)],
+    [vi("q", TensorProto.FLOAT, ["batch", 1, gqa_heads * gqa_size]), vi("k", TensorProto.FLOAT, ["batch", 1, gqa_kv * gqa_size]),
+     vi("v", TensorProto.FLOAT, ["batch", 1, gqa_kv * gqa_size]), vi("q_w", TensorProto.FLOAT, ["batch", 1, gqa_heads * gqa_size]),
+     vi("k_w", TensorProto.FLOAT, ["batch", 1, gqa_kv * gqa_size]), vi("v_w", TensorProto.FLOAT, ["batch", 1, gqa_kv * gqa_size]),
+     vi("past_key_w", TensorProto.FLOAT, ["batch", gqa_kv, "past", gqa_size]), vi("past_value_w", TensorProto.FLOAT, ["batch", gqa_kv, "past", gqa_size]),
+     vi("past_key", TensorProto.FLOAT, ["batch", gqa_kv, "past", gqa_size]),
+     vi("past_value", TensorProto.FLOAT, ["batch", gqa_kv, "past", gqa_size]), vi("seqlens_k", TensorProto.INT32, ["batch"]),
+     vi("total", TensorProto.INT32, [])],
+    [vi("y", TensorProto.FLOAT, ["batch", 1, gqa_heads * gqa_size]), vi("present_key", TensorProto.FLOAT, ["batch", gqa_kv, "total", gqa_size]),
+     vi("present_value", TensorProto.FLOAT, ["batch", gqa_kv, "total", gqa_size]), vi("y_window", TensorProto.FLOAT, ["batch", 1, gqa_heads * gqa_size])],
+    [numpy_helper.from_array(np.cos(gqa_angle).astype(np.float32), "cos"), numpy_helper.from_array(np.sin(gqa_angle).astype(np.float32), "sin")],
+    opset=17)
+gqa.opset_import.append(helper.make_opsetid(ms, 1))
+save("contrib_gqa_decode", gqa, {"q": f32(2, 1, gqa_heads * gqa_size), "k": f32(2, 1, gqa_kv * gqa_size), "v": f32(2, 1, gqa_kv * gqa_size),
+                                 "past_key": f32(2, gqa_kv, gqa_past, gqa_size), "past_value": f32(2, gqa_kv, gqa_past, gqa_size),
+                                 "seqlens_k": np.array([gqa_past, gqa_past], dtype=np.int32), "total": np.array(gqa_past + 1, dtype=np.int32),
+                                 "q_w": f32(2, 1, gqa_heads * gqa_size), "k_w": f32(2, 1, gqa_kv * gqa_size), "v_w": f32(2, 1, gqa_kv * gqa_size),
+                                 "past_key_w": f32(2, gqa_kv, gqa_past, gqa_size), "past_value_w": f32(2, gqa_kv, gqa_past, gqa_size)},
+     check=False, exact=True)
+packed_width = (gqa_heads + 2 * gqa_kv) * gqa_size
+gqa_prompt = model(
+    [helper.make_node("GroupQueryAttention", ["qkv", "", "", "", "", "seqlens_k", "total"], ["y", "present_key", "present_value"],
+                      domain=ms, num_heads=gqa_heads, kv_num_heads=gqa_kv)],
+    [vi("qkv", TensorProto.FLOAT, ["batch", "sequence", packed_width]), vi("seqlens_k", TensorProto.INT32, ["batch"]), vi("total", TensorProto.INT32, [])],
+    [vi("y", TensorProto.FLOAT, ["batch", "sequence", gqa_heads * gqa_size]), vi("present_key", TensorProto.FLOAT, ["batch", gqa_kv, "sequence", gqa_size]),
+     vi("present_value", TensorProto.FLOAT, ["batch", gqa_kv, "sequence", gqa_size])], opset=17)
+gqa_prompt.opset_import.append(helper.make_opsetid(ms, 1))
+save("contrib_gqa_prompt", gqa_prompt, {"qkv": f32(2, 4, packed_width), "seqlens_k": np.array([3, 1], dtype=np.int32),
+                                        "total": np.array(4, dtype=np.int32)}, check=False, exact=True)
+
+# A GroupQueryAttention whose presents are not asked for (onnxruntime then attends otherwise): refused.
+unnamed = model(
+    [helper.make_node("GroupQueryAttention", ["qkv", "", "", "", "", "seqlens_k", "total"], ["y", "", ""], domain=ms, num_heads=gqa_heads,
+                      kv_num_heads=gqa_kv, name="gqa")],
+    [vi("qkv", TensorProto.FLOAT, [1, 4, packed_width]), vi("seqlens_k", TensorProto.INT32, [1]), vi("total", TensorProto.INT32, [])],
+    [vi("y", TensorProto.FLOAT, [1, 4, gqa_heads * gqa_size])], opset=17)
+unnamed.opset_import.append(helper.make_opsetid(ms, 1))
+save("contrib_gqa_unnamed_presents", unnamed, check=False)
 
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))

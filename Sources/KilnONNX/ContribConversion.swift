@@ -2,7 +2,7 @@ import KilnFormat
 
 /// onnxruntime's own operators (domain `com.microsoft`) that its optimizers and quantizers write
 /// into models people ship, converted into Kiln ops: 4-bit and 8-bit weight matmuls, the LSTM over
-/// 8-bit weights, the GELU family, skip layer norms, fused matmul. (`SimplifiedLayerNormalization`, which onnxruntime
+/// 8-bit weights, the GELU family, skip layer norms, fused matmul, rotary embeddings. (`SimplifiedLayerNormalization`, which onnxruntime
 /// registers in the ai.onnx domain, is RMS normalization.)
 extension NodeConverter {
     /// The com.microsoft operators Kiln converts: the keys of `contribHandlers`.
@@ -13,6 +13,7 @@ extension NodeConverter {
         "Gelu": gelu, "FastGelu": biasedGelu, "BiasGelu": biasedGelu, "QuickGelu": quickGelu, "BiasAdd": biasAdd,
         "SkipLayerNormalization": skipNormalization, "SkipSimplifiedLayerNormalization": skipNormalization,
         "FusedMatMul": fusedMatMul, "MatMulNBits": matMulNBits, "DynamicQuantizeLSTM": dynamicQuantizeLSTM,
+        "RotaryEmbedding": contribRotary, "GroupQueryAttention": groupQueryAttention,
     ]
 
     /// How errors name a com.microsoft node.

@@ -114,6 +114,29 @@ final class ImportedModelTests: XCTestCase {
         XCTAssertEqual(model.functions[0].operations.filter { $0.opType == "linear" }.count, 2)
     }
 
+    func testOnnxRuntimeRotaryEmbedding() async throws {
+        // com.microsoft RotaryEmbedding: 3-D with [batch, seq] position ids, 4-D interleaved from
+        // one start position, and a rotary dim below the head size; onnxruntime's values.
+        let model = try await checkImported("contrib_rotary")
+        XCTAssertEqual(model.functions[0].operations.filter { $0.opType == "rotary_embedding" }.count, 3)
+    }
+
+    func testOnnxRuntimeGroupQueryAttention() async throws {
+        // com.microsoft GroupQueryAttention: a decode step over a past cache (grouped heads, keys
+        // and queries rotated at the cache positions; a window, soft cap and scale), and the first
+        // prompt of a right-padded batch with packed QKV; outputs and presents as onnxruntime's.
+        for name in ["contrib_gqa_decode", "contrib_gqa_prompt"] {
+            let model = try await checkImported(name)
+            XCTAssertFalse(model.functions[0].operations.filter { $0.opType == "attention" }.isEmpty, name)
+        }
+        // Without its presents onnxruntime computes another attention: refused, naming the node.
+        let path = "\(importedModels)/contrib_gqa_unnamed_presents.onnx"
+        XCTAssertThrowsError(try ONNXImporter.convert(contentsOf: path)) { error in
+            XCTAssertEqual("\(error)", "\(path): node 'gqa' (com.microsoft.GroupQueryAttention): an output, present_key or present_value is unnamed; "
+                           + "Kiln converts GroupQueryAttention with all three")
+        }
+    }
+
     func testDynamicallyQuantizedLSTMs() async throws {
         // onnxruntime's DynamicQuantizeLSTM (uint8 per-tensor, then int8 per-column bidirectional
         // with biases, peepholes and initial states): its inputs and hidden states quantized per
