@@ -699,6 +699,30 @@ unnamed = model(
 unnamed.opset_import.append(helper.make_opsetid(ms, 1))
 save("contrib_gqa_unnamed_presents", unnamed, check=False)
 
+# onnxruntime's MultiHeadAttention (com.microsoft): causal self-attention over a past cache with a
+# key padding mask and the projection bias, and cross-attention to longer keys with an attention
+# bias and a scale.
+mha_heads, mha_size, mha_past = 2, 16, 2
+mha_hidden = mha_heads * mha_size
+mha = model(
+    [helper.make_node("MultiHeadAttention", ["q", "k", "v", "bias", "padding", "", "past_key", "past_value"], ["y", "present_key", "present_value"],
+                      domain=ms, num_heads=mha_heads, unidirectional=1),
+     helper.make_node("MultiHeadAttention", ["q", "memory_k", "memory_v", "", "", "attention_bias"], ["y_cross"], domain=ms, num_heads=mha_heads, scale=0.3)],
+    [vi("q", TensorProto.FLOAT, ["batch", "sequence", mha_hidden]), vi("k", TensorProto.FLOAT, ["batch", "sequence", mha_hidden]),
+     vi("v", TensorProto.FLOAT, ["batch", "sequence", mha_hidden]), vi("padding", TensorProto.INT32, ["batch", "total"]),
+     vi("past_key", TensorProto.FLOAT, ["batch", mha_heads, "past", mha_size]), vi("past_value", TensorProto.FLOAT, ["batch", mha_heads, "past", mha_size]),
+     vi("memory_k", TensorProto.FLOAT, ["batch", "memory", mha_hidden]), vi("memory_v", TensorProto.FLOAT, ["batch", "memory", mha_hidden]),
+     vi("attention_bias", TensorProto.FLOAT, [1, mha_heads, "sequence", "memory"])],
+    [vi("y", TensorProto.FLOAT, ["batch", "sequence", mha_hidden]), vi("present_key", TensorProto.FLOAT, ["batch", mha_heads, "total", mha_size]),
+     vi("present_value", TensorProto.FLOAT, ["batch", mha_heads, "total", mha_size]), vi("y_cross", TensorProto.FLOAT, ["batch", "sequence", mha_hidden])],
+    [numpy_helper.from_array(f32(3 * mha_hidden), "bias")], opset=17)
+mha.opset_import.append(helper.make_opsetid(ms, 1))
+save("contrib_mha", mha, {"q": f32(2, 3, mha_hidden), "k": f32(2, 3, mha_hidden), "v": f32(2, 3, mha_hidden),
+                          "padding": np.array([[1, 1, 1, 1, 1], [0, 1, 1, 1, 1]], dtype=np.int32),
+                          "past_key": f32(2, mha_heads, mha_past, mha_size), "past_value": f32(2, mha_heads, mha_past, mha_size),
+                          "memory_k": f32(2, 5, mha_hidden), "memory_v": f32(2, 5, mha_hidden), "attention_bias": f32(1, mha_heads, 3, 5)},
+     check=False, exact=True)
+
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))
     f.write("\n")

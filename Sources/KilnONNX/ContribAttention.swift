@@ -1,8 +1,8 @@
 import KilnFormat
 
 /// onnxruntime's attention operators (com.microsoft) as its optimizer and model builder write them
-/// into decoder exports: RotaryEmbedding as Kiln's `rotary_embedding`, GroupQueryAttention as
-/// `attention` over the grown cache with the mask its lengths give.
+/// into decoder exports: RotaryEmbedding as Kiln's `rotary_embedding`, GroupQueryAttention and
+/// MultiHeadAttention as `attention` over the grown cache with the mask their inputs give.
 extension NodeConverter {
     /// RotaryEmbedding (com.microsoft): inputs `input, position_ids, cos_cache, sin_cache`;
     /// `rotary_embedding` takes `x, cos_cache, sin_cache, position_ids`. Position ids are either
@@ -194,5 +194,106 @@ extension NodeConverter {
         let heads = name("mask")
         try emit(node, "unsqueeze", [mask], ["axes": .ints([1])], outputs: [heads])
         return (positions, heads)
+    }
+}
+
+extension NodeConverter {
+    /// MultiHeadAttention (com.microsoft): `attention` over 3-D query, key and value (plus the
+    /// past cache, BNSH) with one additive mask: `mask_filter_value` (default −10000) where a 2-D
+    /// key_padding_mask `[batch, past + keys]` is 0, where `unidirectional` hides key `j > past + i`
+    /// from query `i`, plus the attention_bias. A bias input is added to query, key and value
+    /// (its three parts). Packed or 4-D/5-D key and value forms, other key_padding_mask shapes,
+    /// past_sequence_length, cache_indirection and the QK output are refused.
+    /// - Parameter node: A `MultiHeadAttention` node of the com.microsoft domain.
+    /// - Throws: `ConvertError` for what is refused above, or when an op refuses the node.
+    func multiHeadAttention(_ node: ONNXNode) throws {
+        let what = contribName(node)
+        let heads = int(node, "num_heads", 0)
+        guard heads > 0 else { throw c.fail("\(what) needs num_heads") }
+        var (q, k, v) = (input(node, 0), input(node, 1), input(node, 2))
+        guard let qt = try type(q), let kt = try type(k), let vt = try type(v), qt.rank == 3, kt.rank == 3, vt.rank == 3,
+              [DataType.float32, .float16].contains(qt.dtype) else {
+            throw c.fail("\(what): query, key and value must be float [batch, sequence, hidden] tensors (packed and BNSH forms are not supported)")
+        }
+        for (i, name) in [(8, "past_sequence_length"), (9, "cache_indirection")] where !input(node, i).isEmpty {
+            throw c.fail("\(what): the \(name) input is not supported")
+        }
+        guard node.outputs.count < 4 || node.outputs[3].isEmpty else { throw c.fail("\(what): the qk output is not supported") }
+        let (pastKey, pastValue) = (input(node, 6), input(node, 7))
+        guard pastKey.isEmpty == pastValue.isEmpty else { throw c.fail("\(what): past_key and past_value come together") }
+        func name(_ hint: String) -> String { c.freshName("\(node.name)_\(hint)") }
+        if !input(node, 3).isEmpty {
+            guard let width = qt.shape[2].size, let vWidth = vt.shape[2].size, kt.shape[2] == qt.shape[2] else {
+                throw c.fail("\(what): a bias needs fixed hidden sizes, the key's equal to the query's")
+            }
+            let bounds = [0, width, 2 * width, 2 * width + vWidth]
+            var biased: [String] = []
+            for (n, x) in [q, k, v].enumerated() {
+                let (part, sum) = (name("bias_part"), name("biased"))
+                try emit(node, "slice", [input(node, 3)], ["starts": .ints([bounds[n]]), "ends": .ints([bounds[n + 1]]), "axes": .ints([0])], outputs: [part])
+                try emit(node, "add", [x, part], [:], outputs: [sum])
+                biased.append(sum)
+            }
+            (q, k, v) = (biased[0], biased[1], biased[2])
+        }
+        let filter = float(node, "mask_filter_value", -10000)
+        var masks: [String] = []
+        let padding = input(node, 4)
+        if !padding.isEmpty {
+            guard let pt = try type(padding), pt.rank == 2 else { throw c.fail("\(what): key_padding_mask must be [batch, total keys]") }
+            let (hidden, scaled, spread) = (name("padded"), name("padding_bias"), name("padding_mask"))
+            let zero = int64Constant([0], [], node, "zero")
+            let cast = name("padding_int64")
+            try emit(node, "cast", [padding], ["to": .dtype(.int64)], outputs: [cast])
+            try emit(node, "equal", [cast, zero], [:], outputs: [hidden])
+            try emit(node, "where", [hidden, try scalar(filter, like: qt.dtype, node), try scalar(0, like: qt.dtype, node)], [:], outputs: [scaled])
+            try emit(node, "unsqueeze", [scaled], ["axes": .ints([1, 2])], outputs: [spread])
+            masks.append(spread)
+        }
+        if int(node, "unidirectional", 0) != 0 {
+            masks.append(try causalBias(node, q: q, k: k, pastKey: pastKey, filter: filter, dtype: qt.dtype))
+        }
+        if !input(node, 5).isEmpty { masks.append(input(node, 5)) }
+        var mask = masks.first ?? ""
+        for m in masks.dropFirst() {
+            let sum = name("mask_sum")
+            try emit(node, "add", [mask, m], [:], outputs: [sum])
+            mask = sum
+        }
+        var attributes: [String: AttributeValue] = ["q_num_heads": .int(heads), "kv_num_heads": .int(heads)]
+        let scale = float(node, "scale", 0)
+        if scale != 0 { attributes["scale"] = .float(Double(scale)) }
+        var outputs = Array(node.outputs.prefix(3))
+        while outputs.last == "" { outputs.removeLast() }
+        guard !outputs.contains("") else { throw c.fail("\(what): present_key is unnamed while present_value is asked for") }
+        try emit(node, "attention", [q, k, v, mask, pastKey, pastValue], attributes, outputs: outputs)
+    }
+
+    /// `[1, 1, sequence, past + keys]`: 0 where key `j ≤ past + i`, else `filter`.
+    private func causalBias(_ node: ONNXNode, q: String, k: String, pastKey: String, filter: Float, dtype: DataType) throws -> String {
+        func name(_ hint: String) -> String { c.freshName("\(node.name)_\(hint)") }
+        func constant(_ value: Int64, _ hint: String) -> String { int64Constant([value], [], node, hint) }
+        let (qShape, kShape, length, keys) = (name("query_shape"), name("key_shape"), name("sequence"), name("keys"))
+        try emit(node, "shape", [q], [:], outputs: [qShape])
+        try emit(node, "gather", [qShape, constant(1, "sequence_axis")], ["axis": .int(0)], outputs: [length])
+        try emit(node, "shape", [k], [:], outputs: [kShape])
+        try emit(node, "gather", [kShape, constant(1, "key_axis")], ["axis": .int(0)], outputs: [keys])
+        var past = constant(0, "no_past"), total = keys
+        if !pastKey.isEmpty {
+            let pastShape = name("past_shape")
+            (past, total) = (name("past"), name("total"))
+            try emit(node, "shape", [pastKey], [:], outputs: [pastShape])
+            try emit(node, "gather", [pastShape, constant(2, "past_axis")], ["axis": .int(0)], outputs: [past])
+            try emit(node, "add", [past, keys], [:], outputs: [total])
+        }
+        let (rows, cols, rows2, at, seen, bias, spread) = (name("rows"), name("columns"), name("rows2"), name("at"), name("seen"), name("causal_bias"), name("causal_mask"))
+        try emit(node, "range", [constant(0, "start"), length, constant(1, "step")], [:], outputs: [rows])
+        try emit(node, "range", [constant(0, "key_start"), total, constant(1, "key_step")], [:], outputs: [cols])
+        try emit(node, "unsqueeze", [rows], ["axes": .ints([1])], outputs: [rows2])
+        try emit(node, "add", [rows2, past], [:], outputs: [at])
+        try emit(node, "less_or_equal", [cols, at], [:], outputs: [seen])
+        try emit(node, "where", [seen, try scalar(0, like: dtype, node), try scalar(filter, like: dtype, node)], [:], outputs: [bias])
+        try emit(node, "unsqueeze", [bias], ["axes": .ints([0, 1])], outputs: [spread])
+        return spread
     }
 }

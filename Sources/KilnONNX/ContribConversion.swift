@@ -13,7 +13,7 @@ extension NodeConverter {
         "Gelu": gelu, "FastGelu": biasedGelu, "BiasGelu": biasedGelu, "QuickGelu": quickGelu, "BiasAdd": biasAdd,
         "SkipLayerNormalization": skipNormalization, "SkipSimplifiedLayerNormalization": skipNormalization,
         "FusedMatMul": fusedMatMul, "MatMulNBits": matMulNBits, "DynamicQuantizeLSTM": dynamicQuantizeLSTM,
-        "RotaryEmbedding": contribRotary, "GroupQueryAttention": groupQueryAttention,
+        "RotaryEmbedding": contribRotary, "GroupQueryAttention": groupQueryAttention, "MultiHeadAttention": multiHeadAttention,
     ]
 
     /// How errors name a com.microsoft node.

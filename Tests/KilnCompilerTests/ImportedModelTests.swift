@@ -137,6 +137,14 @@ final class ImportedModelTests: XCTestCase {
         }
     }
 
+    func testOnnxRuntimeMultiHeadAttention() async throws {
+        // com.microsoft MultiHeadAttention: causal self-attention over a past cache with a key
+        // padding mask and the projection bias, and cross-attention with an attention bias and a
+        // scale; outputs and presents as onnxruntime's.
+        let model = try await checkImported("contrib_mha")
+        XCTAssertEqual(model.functions[0].operations.filter { $0.opType == "attention" }.count, 2)
+    }
+
     func testDynamicallyQuantizedLSTMs() async throws {
         // onnxruntime's DynamicQuantizeLSTM (uint8 per-tensor, then int8 per-column bidirectional
         // with biases, peepholes and initial states): its inputs and hidden states quantized per
