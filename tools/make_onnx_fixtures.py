@@ -723,6 +723,27 @@ save("contrib_mha", mha, {"q": f32(2, 3, mha_hidden), "k": f32(2, 3, mha_hidden)
                           "memory_k": f32(2, 5, mha_hidden), "memory_v": f32(2, 5, mha_hidden), "attention_bias": f32(1, mha_heads, 3, 5)},
      check=False, exact=True)
 
+# GroupQueryAttention as onnxruntime-genai's model builder writes it: packed QKV over a past cache
+# whose head size is a named dim, rotated in the node, a scale; a decode step of a batch and a later
+# prompt (onnxruntime takes one sequence there).
+genai = model(
+    [helper.make_node("GroupQueryAttention", ["qkv", "", "", "past_key", "past_value", "seqlens_k", "total", "cos", "sin"],
+                      ["y", "present_key", "present_value"], domain=ms, num_heads=gqa_heads, kv_num_heads=gqa_kv, do_rotary=1, scale=0.25,
+                      local_window_size=-1, softcap=0.0, rotary_interleaved=0)],
+    [vi("qkv", TensorProto.FLOAT, ["batch", "sequence", packed_width]),
+     vi("past_key", TensorProto.FLOAT, ["batch", gqa_kv, "past", "head_size"]), vi("past_value", TensorProto.FLOAT, ["batch", gqa_kv, "past", "head_size"]),
+     vi("seqlens_k", TensorProto.INT32, ["batch"]), vi("total", TensorProto.INT32, [])],
+    [vi("y", TensorProto.FLOAT, ["batch", "sequence", gqa_heads * gqa_size]), vi("present_key", TensorProto.FLOAT, ["batch", gqa_kv, "total", "head_size"]),
+     vi("present_value", TensorProto.FLOAT, ["batch", gqa_kv, "total", "head_size"])],
+    [numpy_helper.from_array(np.cos(gqa_angle).astype(np.float32), "cos"), numpy_helper.from_array(np.sin(gqa_angle).astype(np.float32), "sin")],
+    opset=17)
+genai.opset_import.append(helper.make_opsetid(ms, 1))
+for name, batch, sequence in [("contrib_gqa_genai_decode", 2, 1), ("contrib_gqa_genai_prompt", 1, 3)]:
+    save(name, genai, {"qkv": f32(batch, sequence, packed_width), "past_key": f32(batch, gqa_kv, gqa_past, gqa_size),
+                       "past_value": f32(batch, gqa_kv, gqa_past, gqa_size),
+                       "seqlens_k": np.array([gqa_past + sequence - 1] * batch, dtype=np.int32), "total": np.array(gqa_past + sequence, dtype=np.int32)},
+         check=False, exact=True)
+
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))
     f.write("\n")

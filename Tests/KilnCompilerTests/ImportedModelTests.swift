@@ -119,6 +119,30 @@ final class ImportedModelTests: XCTestCase {
         // one start position, and a rotary dim below the head size; onnxruntime's values.
         let model = try await checkImported("contrib_rotary")
         XCTAssertEqual(model.functions[0].operations.filter { $0.opType == "rotary_embedding" }.count, 3)
+        // Every form runs the compiled rotary kernel on every arch, equal to the reference.
+        let (_, inputs, _) = try importedFixture("contrib_rotary")
+        try await assertCompilesWithoutReference(model, inputs, "contrib_rotary")
+    }
+
+    func testRotaryPositionOutsideTheCacheIsARunError() async throws {
+        // A position id past the cache's rows is the run's error, not a read outside it.
+        let (model, inputs, _) = try importedFixture("contrib_rotary")
+        let ids = try XCTUnwrap(inputs.first { $0.value.scalarType == .int64 && $0.value.rank == 2 })
+        var bad = inputs
+        bad[ids.key] = NDArray(shape: ids.value.shape, scalars: [Int64](repeating: 1 << 20, count: ids.value.shape.reduce(1, *)))
+        let tmp = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: tmp) }
+        let arch = try XCTUnwrap(Architecture.host)
+        let path = "\(tmp)/m.\(arch.name).compiled"
+        try compileArtifact(model, arch, to: path)
+        try assertNoReferenceSteps(path, "contrib_rotary")
+        let f = try await XCTUnwrapAsync(try await Model.load(contentsOf: URL(fileURLWithPath: path)).loadFunction(named: "main"))
+        do {
+            _ = try await f.run(inputs: bad)
+            XCTFail("ran with a position id outside the cache")
+        } catch {
+            XCTAssertTrue("\(error)".contains("outside the cache"), "\(error)")
+        }
     }
 
     func testOnnxRuntimeGroupQueryAttention() async throws {
@@ -128,6 +152,28 @@ final class ImportedModelTests: XCTestCase {
         for name in ["contrib_gqa_decode", "contrib_gqa_prompt"] {
             let model = try await checkImported(name)
             XCTAssertFalse(model.functions[0].operations.filter { $0.opType == "attention" }.isEmpty, name)
+            let (_, inputs, _) = try importedFixture(name)
+            if name == "contrib_gqa_prompt" {
+                // Grouped 3-D heads with a boolean mask and no past: split into heads for the kernel.
+                try await assertCompilesWithoutReference(model, inputs, name)
+                continue
+            }
+            // Over a past: the attention kernel after the appends, except the soft-capped node's.
+            let tmp = try temporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: tmp) }
+            let path = try compiledForHost(model, in: tmp)
+            let artifact = try CompiledArtifact.read(at: path, verifyWeights: true)
+            let f = artifact.plan.model.functions[0]
+            let reference = zip(f.operations, artifact.plan.functions[0].steps).filter { $0.1.kernel == KernelID.reference.description }
+            XCTAssertEqual(reference.map { "\($0.0.opType) \($0.0.name)" }, ["attention attention_1"])
+            XCTAssertEqual(f.operations.filter { $0.opType == "rotary_embedding" }.count, 2)
+        }
+        // As onnxruntime-genai's builder writes it (packed QKV, a past whose head size is a named
+        // dim, rotation in the node): the rotary and attention kernels on every arch, no reference step.
+        for name in ["contrib_gqa_genai_decode", "contrib_gqa_genai_prompt"] {
+            let model = try await checkImported(name)
+            let (_, inputs, _) = try importedFixture(name)
+            try await assertCompilesWithoutReference(model, inputs, name)
         }
         // Without its presents onnxruntime computes another attention: refused, naming the node.
         let path = "\(importedModels)/contrib_gqa_unnamed_presents.onnx"
@@ -143,6 +189,8 @@ final class ImportedModelTests: XCTestCase {
         // scale; outputs and presents as onnxruntime's.
         let model = try await checkImported("contrib_mha")
         XCTAssertEqual(model.functions[0].operations.filter { $0.opType == "attention" }.count, 2)
+        let (_, inputs, _) = try importedFixture("contrib_mha")
+        try await assertCompilesWithoutReference(model, inputs, "contrib_mha")
     }
 
     func testDynamicallyQuantizedLSTMs() async throws {

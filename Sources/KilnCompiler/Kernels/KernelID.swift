@@ -95,6 +95,9 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     /// additive float mask: per head, scores, softmax and the weighted values a block of query
     /// rows at a time on the GEMM microkernel, nothing else transposed.
     case attention = "f32_attention"
+    /// `rotary_embedding` on float32: pairs of each head's features rotated by the cache row of
+    /// the token's position (runtime 0.8).
+    case rotary = "f32_rotary"
     /// `reduce_*` over contiguous axes.
     case reduce = "f32_reduce"
     /// `argmax`/`argmin`.
@@ -157,7 +160,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
     public var sinceRuntime: RuntimeVersion {
         switch self {
         case .elementIndex, .cumulative, .assume, .nonZero, .nms, .controlFlow: RuntimeVersion(0, 7)
-        case .dynamicQuantize, .integerGEMM: RuntimeVersion(0, 8)
+        case .dynamicQuantize, .integerGEMM, .rotary: RuntimeVersion(0, 8)
         default: RuntimeVersion(0, 6)
         }
     }
@@ -185,6 +188,7 @@ public enum KernelFamily: String, Sendable, Hashable, CaseIterable {
         case .softmax: ["softmax", "log_softmax"]
         case .layerNorm: ["layer_norm"]
         case .attention: ["attention"]
+        case .rotary: ["rotary_embedding"]
         case .reduce: Set(OpSet.reduceNames)
         case .argReduce: ["argmax", "argmin"]
         case .globalPool: ["global_average_pool", "global_max_pool"]

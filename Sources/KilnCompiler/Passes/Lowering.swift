@@ -192,6 +192,9 @@ public struct Lowering: CompilerPass {
             guard float, input(0)?.dtype == .float32, let rank = input(0)?.rank, let axis = try? op.attributes.int("axis", -1),
                   axis == -1 || axis == rank - 1, op.inputs.count >= 2, input(1)?.dtype == .float32 else { return .reference }
             return .layerNorm
+        case "rotary_embedding":
+            let ids = input(3)?.dtype
+            return float && (0 ... 2).allSatisfy({ input($0)?.dtype == .float32 }) && (ids == nil || ids == .int64 || ids == .int32) ? .rotary : .reference
         case "attention":
             return Lowering.attentionFits(op, unit, float: float, input) ? .attention : .reference
         case _ where Lowering.reduceKernels.contains(op.opType):

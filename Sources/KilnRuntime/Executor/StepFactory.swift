@@ -64,6 +64,7 @@ enum StepFactory {
         case .softmax: return SoftmaxStep(id: id, op: op, kernels: NormalizationKernels(id.isa))
         case .layerNorm: return LayerNormStep(id: id, op: op, kernels: NormalizationKernels(id.isa))
         case .attention: return try AttentionStep(id: id, op: op, kernels: NormalizationKernels(id.isa))
+        case .rotary: return RotaryStep(id: id, op: op)
         case .reduce:
             guard ReduceStep.codes[op.opType] != nil else { throw OpError("cannot run \(op.opType)") }
             return ReduceStep(id: id, op: op, kernels: NormalizationKernels(id.isa))
