@@ -12,7 +12,9 @@ import KilnReference
 ///
 /// A stateful run takes every input but the states' own and returns every output but theirs;
 /// each state's output of a run becomes its value for the next. A fresh (or ``reset()``) state
-/// is zero-length along the dims of its input that the other inputs leave unbound.
+/// is zero-length along the dims of its input that the other inputs leave unbound, except a dim
+/// the values it is concatenated with fix (a head size an exporter left named), which takes
+/// their size.
 ///
 /// Where a compiled function's state output is its input with new entries appended (the
 /// `concat` of a decoder's key/value cache) and only the fused attention reads it, the state is
@@ -24,7 +26,8 @@ public final class InferenceState: @unchecked Sendable {
     /// The pairs kept, in the order given.
     public let pairs: [StatePair]
     let functionName: String
-    /// Sizes of symbolic dims a fresh state takes (others: from the run's inputs, else 0).
+    /// Sizes of symbolic dims a fresh state takes (others: from the run's inputs, else from what
+    /// the state is concatenated with, else 0).
     let dims: [String: Int]
     let lock = NSLock()
     let entries: [Entry]
@@ -37,12 +40,33 @@ public final class InferenceState: @unchecked Sendable {
         let input: Int, output: Int
         /// The axis a state kept in place grows on; `nil` for a state passed back as the output array.
         let axis: Int?
+        /// Sizes of the input's symbolic dims that the values it is concatenated with fix (ONNX
+        /// `concat` takes equal sizes off its axis), by dim: a head size an exporter left named.
+        let joined: [Int: Int]
         var value: NDArray?
         var buffer: StateBuffer?
 
-        init(pair: StatePair, input: Int, output: Int, axis: Int?) {
-            (self.pair, self.input, self.output, self.axis) = (pair, input, output, axis)
+        init(pair: StatePair, input: Int, output: Int, axis: Int?, joined: [Int: Int]) {
+            (self.pair, self.input, self.output, self.axis, self.joined) = (pair, input, output, axis, joined)
         }
+    }
+
+    /// The sizes a state input's dims off the concat axis take from the other inputs of the
+    /// concats that read it, where those are fixed.
+    static func joinedSizes(_ function: Function, input name: String) -> [Int: Int] {
+        var types: [String: TensorType] = [:]
+        for a in function.inputs { types[a.name] = a.type }
+        for op in function.operations { for v in op.outputs { types[v.name] = v.type } }
+        guard let rank = types[name]?.rank else { return [:] }
+        var sizes: [Int: Int] = [:]
+        for op in function.operations where op.opType == "concat" && op.inputs.contains(name) {
+            guard let raw = try? op.attributes.int("axis", 0), let axis = try? OpSet.normalize(axis: raw, rank: rank) else { continue }
+            for other in op.inputs where other != name {
+                guard let t = types[other], t.rank == rank else { continue }
+                for (d, dim) in t.shape.enumerated() where d != axis { if case .size(let n) = dim { sizes[d] = n } }
+            }
+        }
+        return sizes
     }
 
     init(function: Function, pairs: [StatePair], dims: [String: Int], axes: [Int: Int]) throws {
@@ -59,7 +83,7 @@ public final class InferenceState: @unchecked Sendable {
         self.dims = dims
         entries = pairs.map { pair in
             let i = function.inputs.firstIndex { $0.name == pair.input }!, k = function.outputs.firstIndex { $0.name == pair.output }!
-            return Entry(pair: pair, input: i, output: k, axis: axes[i])
+            return Entry(pair: pair, input: i, output: k, axis: axes[i], joined: Self.joinedSizes(function, input: pair.input))
         }
     }
 
@@ -101,10 +125,10 @@ public final class InferenceState: @unchecked Sendable {
         }
         for e in entries {
             let arg = function.inputs[e.input]
-            let shape = arg.type.shape.map { d -> Int in
-                switch d {
+            let shape = arg.type.shape.enumerated().map { d, dim -> Int in
+                switch dim {
                 case .size(let n): return n
-                case .symbol(let s): return sizes[s] ?? 0
+                case .symbol(let s): return sizes[s] ?? e.joined[d] ?? 0
                 }
             }
             if let axis = e.axis {

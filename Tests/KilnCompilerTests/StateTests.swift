@@ -216,4 +216,53 @@ final class StateTests: XCTestCase {
         }
         XCTAssertEqual(state.value(forInput: "past_v")?.scalars(as: Float.self), past["past_v"]!.scalars(as: Float.self))
     }
+
+    /// Attention as onnxruntime's GroupQueryAttention imports it: 3-D `[B, S, H·D]` q, k, v with
+    /// grouped heads and a boolean mask over 4-D pasts whose head sizes are named dims (as
+    /// onnxruntime-genai's builder writes them). Compiled, it runs the attention kernel on heads
+    /// split from the tokens; a fresh state takes the head sizes from the keys and values it is
+    /// concatenated with, and 30 steps agree with the interpreter given the cache.
+    func testGroupedTokensAttentionStateTakesNamedHeadSizes() async throws {
+        var b = ModelBuilder(name: "grouped_tokens")
+        var f = b.function("main")
+        let (p, s) = (KilnFormat.Dimension.symbol("past"), KilnFormat.Dimension.symbol("seq"))
+        let total = KilnFormat.Dimension.symbol("past + seq")
+        let q = f.input("q", TensorType(.float32, [.size(1), s, .size(4 * 16)]))
+        let k = f.input("k", TensorType(.float32, [.size(1), s, .size(2 * 16)]))
+        let v = f.input("v", TensorType(.float32, [.size(1), s, .size(2 * 8)]))
+        let m = f.input("mask", TensorType(.bool, [.size(1), .size(1), s, total]))
+        let pastK = f.input("past_k", TensorType(.float32, [.size(1), .size(2), p, .symbol("head_k")]))
+        let pastV = f.input("past_v", TensorType(.float32, [.size(1), .size(2), p, .symbol("head_v")]))
+        let out = try f.apply("attention", [q, k, v, m, pastK, pastV], ["q_num_heads": .int(4), "kv_num_heads": .int(2)],
+                              outputTypes: [TensorType(.float32, [.size(1), s, .size(4 * 8)]),
+                                            TensorType(.float32, [.size(1), .size(2), total, .symbol("head_k")]),
+                                            TensorType(.float32, [.size(1), .size(2), total, .symbol("head_v")])])
+        f.output("y", out[0])
+        f.output("present_k", out[1])
+        f.output("present_v", out[2])
+        try b.add(f)
+        var model = try b.build()
+        model.functions[0].states = try StatePair.pairs(rule: "past_*=present_*", in: model.functions[0])
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = try compiledForHost(model, in: dir)
+        try assertNoReferenceSteps(path, "grouped 3-D attention with past")
+        let reference = try ReferenceInterpreter(model: model, function: "main")
+        let function = try await Model.load(contentsOf: URL(fileURLWithPath: path)).loadFunction(named: "main")!
+        let state = try function.makeState()
+        XCTAssertEqual(state.inPlaceInputs, ["past_k", "past_v"])
+        var rng = SplitMix64(seed: 11)
+        var past = ["past_k": NDArray(shape: [1, 2, 0, 16], scalars: [Float]()), "past_v": NDArray(shape: [1, 2, 0, 8], scalars: [Float]())]
+        for step in 0 ..< 30 {
+            let (rows, old) = (step == 0 ? 3 : 1, past["past_k"]!.shape[2])
+            let allowed = (0 ..< rows * (old + rows)).map { i in i % (old + rows) <= old + i / (old + rows) }
+            let given = ["q": random([1, rows, 64], &rng), "k": random([1, rows, 32], &rng), "v": random([1, rows, 16], &rng),
+                         "mask": NDArray(shape: [1, 1, rows, old + rows], scalars: allowed)]
+            let got = try await function.run(inputs: given, state: state)
+            let want = try reference.run(given.merging(past) { a, _ in a })
+            assertMatches(got["y"], want["y"]!, "step \(step)")
+            past = ["past_k": want["present_k"]!, "past_v": want["present_v"]!]
+        }
+        XCTAssertEqual(state.value(forInput: "past_k")?.shape, [1, 2, 32, 16])
+    }
 }
