@@ -319,7 +319,7 @@ extension FunctionExecutor {
     /// Runs `args` through the symbolic plan covering their signature.
     func runSymbolic(_ key: ShapeKey, _ args: [NDArray], state: StateRun?) throws -> SymbolicRun {
         guard let (model, t) = symbolic.match(key) else { return .unbound }
-        let started = DispatchTime.now().uptimeNanoseconds
+        let started = profile == nil ? 0 : DispatchTime.now().uptimeNanoseconds
         guard let bound = model.bound(t, self) else { return .unbound }
         if let state, state.makeRoom(bound.stateShapes) { return .grew }
         profile?.countBound(DispatchTime.now().uptimeNanoseconds - started)
