@@ -9,8 +9,12 @@ the same arrays with the same comparison (`Sources/kiln-conformance` makes Kiln'
 dtype and shape equal, then `|got - want| <= atol + rtol * |want|` elementwise (NaN equals NaN),
 exact equality for non-float types.
 
-Arrays NumPy stores as a type Kiln's .npy reader does not know (strings, float8, int4, …) are
-written anyway; the Kiln run reports the .npy error and the case fails.
+Arrays of a type NumPy has no plain dtype for (ml_dtypes' float8, float4, int4, int2, …; strings)
+are written in a form any .npy reader takes, and the case lists their ONNX type by index
+(`input_types`, `output_types`): integers narrower than a byte as int8 or uint8 values, the
+8- and 4-bit floats as their bit patterns in uint8, strings not at all (their values are not
+needed to learn that Kiln has no string tensors). bfloat16 stays as ml_dtypes saves it (`<V2`),
+which Kiln reads.
 
 Runs itself in `.build/conformance-venv` (made on first use) so the case set and the peer are
 always the same versions.
@@ -25,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PINS = ["numpy==2.4.6", "onnx==1.23.2", "onnxruntime==1.32.0"]
 VERSIONS = {"onnx": "1.23.2", "onnxruntime": "1.32.0"}
 # Bumped when what this script writes changes, so `make conformance` writes the cases again.
-WRITER = 3
+WRITER = 4
 
 
 def ensure_venv():
@@ -61,6 +65,23 @@ def array(x):
     if isinstance(x, onnx.TensorProto):
         return onnx.numpy_helper.to_array(x)
     return np.asarray(x)
+
+
+def saved(path, x):
+    """Writes `x` to `path` and returns its ONNX type name when the file holds it in another form."""
+    x = np.require(x, requirements="C")
+    plain = x.dtype.kind in "biuf?" and not (x.dtype.kind == "f" and x.dtype.itemsize == 1)
+    if plain or x.dtype.name == "bfloat16":
+        np.save(path, x)
+        return None
+    onnx_type = onnx.TensorProto.DataType.Name(onnx.helper.np_dtype_to_tensor_dtype(x.dtype)).lower()
+    if onnx_type in ("int4", "int2"):
+        np.save(path, x.astype(np.int8))
+    elif onnx_type in ("uint4", "uint2"):
+        np.save(path, x.astype(np.uint8))
+    elif x.dtype.itemsize == 1:
+        np.save(path, x.view(np.uint8))
+    return onnx_type
 
 
 def tensor_only(model):
@@ -143,8 +164,9 @@ def main():
             with open(os.path.join(d, "model.onnx"), "wb") as f:
                 f.write(c.model.SerializeToString())
             for prefix, arrays in (("input", inputs), ("output", outputs)):
-                for i, x in enumerate(arrays):
-                    np.save(os.path.join(d, f"{prefix}_{i}.npy"), np.require(x, requirements="C"), allow_pickle=True)
+                types = {str(i): t for i, x in enumerate(arrays) if (t := saved(os.path.join(d, f"{prefix}_{i}.npy"), x))}
+                if types:
+                    entry[f"{prefix}_types"] = types
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 entry["onnxruntime"] = ort_verdict(c.model, inputs, outputs, c.rtol, c.atol)

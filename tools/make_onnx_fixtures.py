@@ -744,6 +744,17 @@ for name, batch, sequence in [("contrib_gqa_genai_decode", 2, 1), ("contrib_gqa_
                        "seqlens_k": np.array([gqa_past + sequence - 1] * batch, dtype=np.int32), "total": np.array(gqa_past + sequence, dtype=np.int32)},
          check=False, exact=True)
 
+# Dropout with its training switch: as a graph input (fed false here, so the identity; true with a
+# ratio that is not 0 is a run error in Kiln) and as a true constant (refused at convert).
+dropout_inputs = [vi("x", TensorProto.FLOAT, [2, 3]), vi("training", TensorProto.BOOL, [])]
+save("dropout_training_input", model([helper.make_node("Dropout", ["x", "ratio", "training"], ["y"])], dropout_inputs,
+                                     [vi("y", TensorProto.FLOAT, [2, 3])], [numpy_helper.from_array(np.array(0.3, dtype=np.float32), "ratio")]),
+     {"x": f32(2, 3), "training": np.array(False)})
+save("dropout_training_constant", model([helper.make_node("Dropout", ["x", "ratio", "training"], ["y"], name="drop")], dropout_inputs[:1],
+                                        [vi("y", TensorProto.FLOAT, [2, 3])],
+                                        [numpy_helper.from_array(np.array(0.3, dtype=np.float32), "ratio"),
+                                         numpy_helper.from_array(np.array(True), "training")]))
+
 with open(os.path.join(OUT, "models.json"), "w") as f:
     json.dump({"generator": "tools/make_onnx_fixtures.py", "onnxruntime": ort.__version__, "cases": cases}, f, separators=(",", ":"))
     f.write("\n")

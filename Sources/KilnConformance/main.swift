@@ -12,9 +12,13 @@ import KilnRuntime
 // values agree: `|got - want| <= atol + rtol * |want|` for floats (NaN equal to NaN), equality
 // otherwise — the comparison of onnx's own backend runner.
 //
-// The expected-failures file lists, per line, `NAME<TAB>PATHS<TAB>REASON` (PATHS: `reference`,
-// `compiled` or `both`). The run fails when a case fails a path the file does not list, and when a
-// listed case now passes: the list may only shrink. `--update` rewrites it from this run.
+// The expected-failures file lists, per line, `NAME<TAB>PATHS<TAB>CATEGORY<TAB>REASON` (PATHS:
+// `reference`, `compiled` or `both`; CATEGORY: `bug` — Kiln is wrong; `by-design` — Kiln does not
+// support it on purpose (an operator, a type, training), or computes more precisely than the case's
+// expected values; `harness` — this runner cannot load the case). The run fails when a case fails a
+// path the file does not list, and when a listed case now passes: the list may only shrink.
+// `--update` rewrites it from this run, keeping the category of each case already listed and
+// classifying new ones by their reason (`Category.of`).
 
 struct Case {
     var name: String
@@ -24,6 +28,24 @@ struct Case {
     var outputs: [String]
     var skip: String?
     var onnxruntime: String?
+    /// ONNX type names of the arrays `tools/conformance.py` wrote in another form (by index):
+    /// types Kiln has no tensors of.
+    var inputTypes: [Int: String] = [:]
+    var outputTypes: [Int: String] = [:]
+}
+
+/// What an expected failure is.
+enum Category: String, CaseIterable {
+    case bug, byDesign = "by-design", harness
+
+    /// The category of a new failure, from its reason: a case the runner cannot load is the
+    /// harness's; an operator or type Kiln refuses by name is by design; anything else is taken
+    /// for a bug until someone decides otherwise.
+    static func of(_ reason: String) -> Category {
+        if reason.hasPrefix("case data:") { return .harness }
+        let refusals = ["unsupported operators", "which Kiln does not support", "unsupported target type", "Kiln has no "]
+        return refusals.contains(where: reason.contains) ? .byDesign : .bug
+    }
 }
 
 /// Why a path failed, or nil when it passed.
@@ -42,9 +64,14 @@ func readCases(_ path: String) -> (onnx: String, cases: [Case]) {
     }
     let cases = list.compactMap { c -> Case? in
         guard let name = c["name"] as? String else { return nil }
+        func types(_ key: String) -> [Int: String] {
+            let listed = c[key] as? [String: String] ?? [:]
+            return Dictionary(uniqueKeysWithValues: listed.compactMap { k, v in Int(k).map { ($0, v) } })
+        }
         return Case(name: name, rtol: (c["rtol"] as? NSNumber)?.doubleValue ?? 1e-3, atol: (c["atol"] as? NSNumber)?.doubleValue ?? 1e-7,
                     inputs: c["inputs"] as? [String] ?? [], outputs: c["outputs"] as? [String] ?? [],
-                    skip: c["skip"] as? String, onnxruntime: c["onnxruntime"] as? String)
+                    skip: c["skip"] as? String, onnxruntime: c["onnxruntime"] as? String,
+                    inputTypes: types("input_types"), outputTypes: types("output_types"))
     }
     return (json["onnx"] as? String ?? "?", cases)
 }
@@ -76,8 +103,14 @@ func run(_ c: Case, dir: String, scratch: String, arch: Architecture) async -> (
     var inputs: [NDArray] = []
     var outputs: [NDArray] = []
     do {
-        for i in c.inputs.indices { inputs.append(try NDArray(npyBytes: try FileSystem.readFile("\(caseDir)/input_\(i).npy"))) }
-        for i in c.outputs.indices { outputs.append(try NDArray(npyBytes: try FileSystem.readFile("\(caseDir)/output_\(i).npy"))) }
+        // An array of a type Kiln has no tensors of is not read: the convert below refuses the
+        // model, or the case fails naming the type.
+        for i in c.inputs.indices where c.inputTypes[i] == nil {
+            inputs.append(try NDArray(npyBytes: try FileSystem.readFile("\(caseDir)/input_\(i).npy")))
+        }
+        for i in c.outputs.indices where c.outputTypes[i] == nil {
+            outputs.append(try NDArray(npyBytes: try FileSystem.readFile("\(caseDir)/output_\(i).npy")))
+        }
     } catch {
         let why = "case data: \(oneLine(error))"
         return (why, why)
@@ -90,6 +123,11 @@ func run(_ c: Case, dir: String, scratch: String, arch: Architecture) async -> (
         return (why, why)
     }
     guard let function = model.function(named: "main") else { return ("convert: no function main", "convert: no function main") }
+    let foreign = Set(c.inputTypes.values).union(c.outputTypes.values).sorted()
+    if !foreign.isEmpty {
+        let why = "types: Kiln has no \(foreign.joined(separator: " or ")) tensors to feed or compare"
+        return (why, why)
+    }
     // Inputs by name (the importer keeps ONNX names); an input the function dropped is unused.
     var feeds: [String: NDArray] = [:]
     for (name, x) in zip(c.inputs, inputs) where function.inputs.contains(where: { $0.name == name }) { feeds[name] = x }
@@ -136,6 +174,7 @@ func run(_ c: Case, dir: String, scratch: String, arch: Architecture) async -> (
 
 struct Expected {
     var paths: String
+    var category: Category
     var reason: String
 }
 
@@ -144,11 +183,12 @@ func readExpected(_ path: String) -> [String: Expected] {
     var out: [String: Expected] = [:]
     for (n, line) in String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
         if line.isEmpty || line.hasPrefix("#") { continue }
-        let parts = line.split(separator: "\t", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 3, ["reference", "compiled", "both"].contains(parts[1]) else {
-            fail("\(path):\(n + 1): expected NAME<TAB>reference|compiled|both<TAB>REASON")
+        let parts = line.split(separator: "\t", maxSplits: 3, omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 4, ["reference", "compiled", "both"].contains(parts[1]), let category = Category(rawValue: parts[2]) else {
+            let categories = Category.allCases.map(\.rawValue).joined(separator: "|")
+            fail("\(path):\(n + 1): expected NAME<TAB>reference|compiled|both<TAB>\(categories)<TAB>REASON")
         }
-        out[parts[0]] = Expected(paths: parts[1], reason: parts[2])
+        out[parts[0]] = Expected(paths: parts[1], category: category, reason: parts[3])
     }
     return out
 }
@@ -203,18 +243,26 @@ func paths(_ r: Verdict, _ k: Verdict) -> String? {
 }
 
 if update, let expectedPath {
-    var lines = ["# ONNX node conformance cases Kiln fails (make conformance): NAME<TAB>reference|compiled|both<TAB>REASON.",
-                 "# Written by kiln-conformance --update; the list may only shrink."]
+    var lines = ["# ONNX node conformance cases Kiln fails (make conformance): NAME<TAB>reference|compiled|both<TAB>CATEGORY<TAB>REASON.",
+                 "# CATEGORY: bug (Kiln is wrong), by-design (not supported on purpose, or more precise than the case), harness (the runner",
+                 "# cannot load the case). Written by kiln-conformance --update, which keeps listed cases' categories; the list may only shrink."]
+    var counts: [Category: Int] = [:]
     for r in results {
         guard let p = paths(r.reference, r.compiled) else { continue }
-        lines.append("\(r.name)\t\(p)\t\((r.reference ?? r.compiled)!.replacingOccurrences(of: "\t", with: " "))")
+        let reason = (r.reference ?? r.compiled)!.replacingOccurrences(of: "\t", with: " ")
+        // A harness row whose case now loads is classified again by its new reason.
+        let kept = expected[r.name].flatMap { $0.category == .harness && !reason.hasPrefix("case data:") ? nil : $0.category }
+        let category = kept ?? Category.of(reason)
+        counts[category, default: 0] += 1
+        lines.append("\(r.name)\t\(p)\t\(category.rawValue)\t\(reason)")
     }
     do {
         try AtomicFile.write([Array((lines.joined(separator: "\n") + "\n").utf8)], to: expectedPath)
     } catch {
         fail("\(expectedPath): \(error)")
     }
-    print("wrote \(expectedPath): \(lines.count - 2) expected failures")
+    let summary = Category.allCases.map { "\(counts[$0] ?? 0) \($0.rawValue)" }.joined(separator: ", ")
+    print("wrote \(expectedPath): \(counts.values.reduce(0, +)) expected failures (\(summary))")
     exit(0)
 }
 
@@ -240,4 +288,5 @@ if !problems.isEmpty {
     if problems.count > 60 { print("  … and \(problems.count - 60) more") }
     fail("\(problems.count) conformance results differ from \(expectedPath!) (run with --update after fixing, to shrink it)")
 }
-print("  every failure is listed in \(expectedPath!)")
+let listedCounts = Category.allCases.map { k in "\(results.filter { expected[$0.name]?.category == k }.count) \(k.rawValue)" }
+print("  every failure is listed in \(expectedPath!) (\(listedCounts.joined(separator: ", ")))")

@@ -13,9 +13,11 @@ extension NodeConverter {
     /// - Throws: `ConvertError` for a target type Kiln does not support.
     func cast(_ node: ONNXNode) throws {
         if try recordIntegerCast(node) { return }
-        guard let code = node.attributes["to"].flatMap({ if case .int(let v) = $0 { return Int32(v) } else { return nil } }),
-              var dtype = ONNXDecoder.dtypes[code] else {
-            throw c.fail("node '\(node.name)' (Cast): unsupported target type")
+        guard let code = node.attributes["to"].flatMap({ if case .int(let v) = $0 { return Int32(v) } else { return nil } }) else {
+            throw c.fail("node '\(node.name)' (Cast) has no integer attribute 'to'")
+        }
+        guard var dtype = ONNXDecoder.dtypes[code] else {
+            throw c.fail("node '\(node.name)' (Cast): target type \(ONNXDecoder.dtypeNames[code] ?? "\(code)"), which Kiln does not support")
         }
         if dtype == .float64 { dtype = .float32 }
         let e = elements(input(node, 0))

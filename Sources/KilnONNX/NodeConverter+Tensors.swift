@@ -5,10 +5,47 @@ import KilnFormat
 extension NodeConverter {
     /// The tensor family's handlers.
     static let tensorHandlers: [String: Handler] = [
-        "Identity": alias, "Dropout": alias, "Flatten": flatten, "Transpose": transpose, "Concat": concat, "Split": split,
+        "Identity": alias, "Dropout": dropout, "Flatten": flatten, "Transpose": transpose, "Concat": concat, "Split": split,
         "Expand": expandOrTile, "Tile": expandOrTile, "ScatterElements": scatterElements, "Scatter": scatterElements,
         "OneHot": oneHot, "EyeLike": eyeLike, "Compress": compress,
     ]
+
+    /// Dropout: the identity, as in inference. In training mode (input 2 true) a non-zero ratio
+    /// draws a random mask, which Kiln does not do: a true constant mode with a ratio that is not
+    /// 0 is refused here; a mode known only at run time is checked when the function runs (an
+    /// `assume` that the mode is off or the ratio 0), so a model exported with the switch as an
+    /// input still runs for inference.
+    /// - Parameter node: A `Dropout` node.
+    /// - Throws: `ConvertError` for training mode with a ratio that is not 0.
+    func dropout(_ node: ONNXNode) throws {
+        let (x, ratio, mode) = (input(node, 0), input(node, 1), input(node, 2))
+        guard !mode.isEmpty else { return try alias(node) }
+        // An absent ratio is 0.5.
+        let ratioZero: Bool? = ratio.isEmpty ? false : constant(ratio).flatMap { $0.doubles()?.allSatisfy { $0 == 0 } }
+        let modeOff: Bool? = constant(mode).flatMap { m in m.scalarType == .bool ? !m.scalars(as: Bool.self).contains(true) : nil }
+        if modeOff == true || ratioZero == true { return try alias(node) }
+        if modeOff == false {
+            throw c.fail("node '\(node.name)' (Dropout): training_mode is true with a ratio that is not 0; Kiln runs models for inference "
+                         + "(export the model in eval mode, or make training_mode false)")
+        }
+        var off = c.freshName("\(node.outputs[0])_not_training")
+        try emit(node, "not", [mode], [:], outputs: [off])
+        if ratioZero == nil {
+            let (ratio32, zero, isZero, either) = (c.freshName("\(ratio)_f32"), c.freshName("\(ratio)_zero"),
+                                                   c.freshName("\(ratio)_is_zero"), c.freshName("\(node.outputs[0])_identity"))
+            try emit(node, "cast", [ratio], ["to": .dtype(.float32)], outputs: [ratio32])
+            c.values[zero] = .constant(NDArray(shape: [], scalars: [Float(0)]))
+            c.usedNames.insert(zero)
+            try emit(node, "equal", [ratio32, zero], [:], outputs: [isZero])
+            try emit(node, "or", [off, isZero], [:], outputs: [either])
+            off = either
+        }
+        let message = "node '\(node.name)' (Dropout): training_mode is true with a ratio that is not 0; Kiln runs models for inference"
+        try emit(node, "assume", [x, off], ["message": .string(message)], outputs: [node.outputs[0]])
+        if node.outputs.count > 1, !node.outputs[1].isEmpty, let t = try type(x), let shape = t.staticShape {
+            c.values[node.outputs[1]] = .constant(NDArray(shape: shape, scalars: [Bool](repeating: true, count: shape.reduce(1, *))))
+        }
+    }
 
     /// Flatten: `flatten`.
     /// - Parameter node: A `Flatten` node.

@@ -74,7 +74,12 @@ struct NodeConverter {
             if x.scalarType == .bool { return x.scalars(as: Bool.self).map { .known($0 ? 1 : 0) } }
             guard x.scalarType == .int64 || x.scalarType == .int32 else { return nil }
             return (try? intValues(x))?.map { .known($0) }
-        case .value(_, _, let e)?: return e
+        case .value(_, let t, let e)?:
+            if let e { return e }
+            // An integer vector of known length with no value known: its entries are unknown, so
+            // what is known beside them (a Concat of a run-time batch and static sizes) survives.
+            guard t.dtype == .int64 || t.dtype == .int32, t.rank <= 1, let n = t.staticShape?.reduce(1, *), n <= 64 else { return nil }
+            return Array(repeating: .unknown, count: n)
         default: return nil
         }
     }

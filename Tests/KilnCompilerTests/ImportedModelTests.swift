@@ -145,6 +145,34 @@ final class ImportedModelTests: XCTestCase {
         }
     }
 
+    func testTrainingModeDropoutIsRefused() async throws {
+        // A true constant training switch with a ratio of 0.3 is refused at convert, by name.
+        let path = "\(importedModels)/dropout_training_constant.onnx"
+        XCTAssertThrowsError(try ONNXImporter.convert(contentsOf: path)) { error in
+            XCTAssertTrue("\(error)".hasPrefix("\(path): node 'drop' (Dropout): training_mode is true with a ratio that is not 0"), "\(error)")
+        }
+        // A switch fed at run time: false is the identity (as onnxruntime computes it), true a
+        // run error on both paths.
+        let model = try await checkImported("dropout_training_input")
+        let (_, inputs, _) = try importedFixture("dropout_training_input")
+        var training = inputs
+        training["training"] = NDArray(shape: [], scalars: [true])
+        XCTAssertThrowsError(try ReferenceInterpreter(model: model, function: "main").run(training)) { error in
+            XCTAssertTrue("\(error)".contains("training_mode is true"), "\(error)")
+        }
+        let tmp = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: tmp) }
+        let arch = try XCTUnwrap(Architecture.host)
+        try compileArtifact(model, arch, to: "\(tmp)/m.\(arch.name).compiled")
+        let f = try await XCTUnwrapAsync(try await Model.load(contentsOf: URL(fileURLWithPath: "\(tmp)/m.\(arch.name).compiled")).loadFunction(named: "main"))
+        do {
+            _ = try await f.run(inputs: training)
+            XCTFail("ran a training-mode Dropout")
+        } catch {
+            XCTAssertTrue("\(error)".contains("training_mode is true"), "\(error)")
+        }
+    }
+
     func testOnnxRuntimeGroupQueryAttention() async throws {
         // com.microsoft GroupQueryAttention: a decode step over a past cache (grouped heads, keys
         // and queries rotated at the cache positions; a window, soft cap and scale), and the first

@@ -146,7 +146,12 @@ package enum Resize {
             switch o.transform {
             case "asymmetric": xo = xr / scale
             case "pytorch_half_pixel": xo = m > 1 ? (xr + 0.5) / scale - 0.5 : 0
-            case "align_corners": xo = m == 1 ? 0 : xr * Double(n - 1) / Double(m - 1)
+            case "align_corners":
+                // The resized length is the unrounded `n · scale` of the ONNX reference (so a
+                // downsample by scales maps the last output short of the input's last pixel);
+                // given sizes, it is the size.
+                let length = abs(Double(n) * scale - Double(m)) < 1e-9 * Double(max(m, 1)) ? Double(m) : Double(n) * scale
+                xo = length == 1 ? 0 : xr * Double(n - 1) / (length - 1)
             case "half_pixel_symmetric":
                 let adjustment = Double(m) / (scale * Double(n))
                 let offset = Double(n) * (1 - adjustment) / 2
