@@ -109,7 +109,7 @@ sanitize: deps models
 	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(SWIFT) test --skip-build --disable-swift-testing $(SANITIZE_ASAN)
 	$(SWIFT) build --build-tests $(SANITIZE_TSAN)
-	TSAN_OPTIONS=halt_on_error=1 $(SWIFT) test --skip-build --disable-swift-testing $(SANITIZE_TSAN) --filter '$(CONCURRENCY_TESTS)'
+	KILN_LOAD_RUNS=1000 TSAN_OPTIONS=halt_on_error=1 $(SWIFT) test --skip-build --disable-swift-testing $(SANITIZE_TSAN) --filter '$(CONCURRENCY_TESTS)'
 
 # The main job on the bundled examples.
 # The product's main job on the bundled example: package → compressed package → one artifact

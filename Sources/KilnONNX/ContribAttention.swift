@@ -43,6 +43,13 @@ extension NodeConverter {
             break
         case let s where s.count == 1 && s[0] == .size(1):
             ids = try countedUp(from: ids, like: x, sequenceAxis: t.rank == 4 ? 2 : 1, node)
+        case let s where s.count == 1 && s[0].size == nil:
+            // A vector of run-time length: one start position, checked when the function runs.
+            let (length, isOne, checked) = (c.freshName("\(positions)_length"), c.freshName("\(positions)_is_one"), c.freshName("\(positions)_start"))
+            try emit(node, "shape", [ids], [:], outputs: [length])
+            try emit(node, "equal", [length, int64Constant([1], [1], node, "one")], [:], outputs: [isOne])
+            try emit(node, "assume", [ids, isOne], ["message": .string("\(what): position_ids of rank 1 must hold one start position")], outputs: [checked])
+            ids = try countedUp(from: checked, like: x, sequenceAxis: t.rank == 4 ? 2 : 1, node)
         default:
             throw c.fail("\(what): position_ids must be [batch, sequence] or one start position [1], got \(TensorType(p.dtype, p.shape))")
         }

@@ -8,6 +8,11 @@ public struct ConvertOptions: Sendable {
     /// The name of the function the graph becomes.
     public var functionName = "main"
 
+    /// Every dim of every graph input becomes a symbol of its own (`INPUT_dimK`) and every shape
+    /// the file states beyond them (value infos, outputs) is dropped, so the converter infers all
+    /// of it: the symbolic-dim sweep of the tests and the zoo bench.
+    package var symbolicInputDims = false
+
     /// Creates options with the defaults.
     public init(name: String? = nil, functionName: String = "main") {
         self.name = name
@@ -38,7 +43,8 @@ public enum ONNXImporter {
     }
 
     static func convert(_ decoded: ONNXModel, path: String, options: ConvertOptions) throws -> PortableModel {
-        let onnx = try FunctionInliner.inline(decoded, path: path)
+        var onnx = try FunctionInliner.inline(decoded, path: path)
+        if options.symbolicInputDims { onnx.graph.makeInputDimsSymbolic() }
         var name = options.name ?? String(path.split(separator: "/").last ?? "model")
         if options.name == nil, name.hasSuffix(".onnx") { name.removeLast(5) }
         let conversion = Conversion(model: onnx, path: path)

@@ -50,6 +50,18 @@ struct ONNXGraph: Sendable {
     var inputs: [ONNXValueInfo]
     var outputs: [ONNXValueInfo]
     var valueInfo: [ONNXValueInfo]
+
+    /// Each dim of each input that is not an initializer becomes a symbol of its own; the stated
+    /// shapes of values and outputs are dropped (their types kept).
+    mutating func makeInputDimsSymbolic() {
+        let weights = Set(initializers.map(\.name))
+        for k in inputs.indices where !weights.contains(inputs[k].name) {
+            let name = inputs[k].name
+            inputs[k].shape = inputs[k].shape.map { $0.indices.map { .symbol("\(name)_dim\($0)") } }
+        }
+        for k in outputs.indices { outputs[k].shape = nil }
+        valueInfo = []
+    }
 }
 
 /// A model-local function (ONNX FunctionProto, as the PyTorch dynamo exporter writes them),

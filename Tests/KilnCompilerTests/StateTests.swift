@@ -14,7 +14,7 @@ final class StateTests: XCTestCase {
     /// returned), repeated over the query heads (`unsqueeze` → `expand` → `reshape`, whose shape
     /// a `shape` op reads too), scores scaled and masked, softmax, weighted sum; plus a counter
     /// (`count` → `count + 1`), a state that is not a concat.
-    func decoder() throws -> PortableModel {
+    static func decoder() throws -> PortableModel {
         var b = ModelBuilder(name: "stateful")
         let c = try b.addWeight("c", shape: [], values: [0.25])
         let one = try b.addWeight("one", shape: [1], values: [1])
@@ -52,23 +52,23 @@ final class StateTests: XCTestCase {
         return model
     }
 
-    func random(_ shape: [Int], _ rng: inout SplitMix64) -> NDArray {
+    static func random(_ shape: [Int], _ rng: inout SplitMix64) -> NDArray {
         NDArray(shape: shape, scalars: (0 ..< shape.reduce(1, *)).map { _ in Float(rng.unit() * 2 - 1) })
     }
 
     /// The inputs of step `step`: a prefill of 3 rows first, then one row a step; a causal mask
     /// over the `past` rows before and the new ones.
-    func inputs(step: Int, past: Int, _ rng: inout SplitMix64) -> [String: NDArray] {
+    static func inputs(step: Int, past: Int, _ rng: inout SplitMix64) -> [String: NDArray] {
         let rows = step == 0 ? 3 : 1
         let mask = (0 ..< rows * (past + rows)).map { i -> Float in i % (past + rows) > past + i / (past + rows) ? -1e9 : 0 }
-        return ["q": random([1, 6, rows, 16], &rng), "k": random([1, 2, rows, 16], &rng), "v": random([1, 2, rows, 8], &rng),
+        return ["q": Self.random([1, 6, rows, 16], &rng), "k": Self.random([1, 2, rows, 16], &rng), "v": Self.random([1, 2, rows, 8], &rng),
                 "mask": NDArray(shape: [1, 1, rows, past + rows], scalars: mask)]
     }
 
     /// 100 steps with the cache kept in place agree with the interpreter given the cache; the
     /// cache is never copied whole per step (only grown, doubling); a reset starts again.
     func testCacheKeptInPlaceMatchesReference() async throws {
-        let model = try decoder()
+        let model = try Self.decoder()
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = try compiledForHost(model, in: dir)
@@ -85,7 +85,7 @@ final class StateTests: XCTestCase {
                         "count": NDArray(shape: [1], scalars: [Float(0)])]
             var first: NDArray?
             for step in 0 ..< 101 {
-                let given = inputs(step: step, past: past["past_k"]!.shape[2], &rng)
+                let given = Self.inputs(step: step, past: past["past_k"]!.shape[2], &rng)
                 let got = try await function.run(inputs: given, state: state)
                 let want = try reference.run(given.merging(past) { a, _ in a })
                 XCTAssertEqual(got.names, ["y", "lengths"])
@@ -111,7 +111,7 @@ final class StateTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(executor.symbolic.runs.value, 90, "threads \(threads)")
             state.reset()
             var again = SplitMix64(seed: 5)
-            let restarted = try await function.run(inputs: inputs(step: 0, past: 0, &again), state: state)
+            let restarted = try await function.run(inputs: Self.inputs(step: 0, past: 0, &again), state: state)
             XCTAssertEqual(restarted["y"]?.scalars(as: Float.self), first?.scalars(as: Float.self))
             XCTAssertEqual(state.value(forInput: "count")?.scalars(as: Float.self), [1])
         }
@@ -120,7 +120,7 @@ final class StateTests: XCTestCase {
     /// Two states of one function are independent; the reference interpreter runs states too
     /// (passed back as arrays); wrong uses are refused with the function's name.
     func testStatesAreIndependentAndChecked() async throws {
-        let model = try decoder()
+        let model = try Self.decoder()
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = try compiledForHost(model, in: dir)
@@ -131,7 +131,7 @@ final class StateTests: XCTestCase {
         var (ra, rb) = (SplitMix64(seed: 1), SplitMix64(seed: 2))
         for step in 0 ..< 12 {
             let length = step == 0 ? 0 : step + 2
-            let (ia, ib) = (inputs(step: step, past: length, &ra), inputs(step: step, past: length, &rb))
+            let (ia, ib) = (Self.inputs(step: step, past: length, &ra), Self.inputs(step: step, past: length, &rb))
             let ya = try await compiled.run(inputs: ia, state: a)
             let yb = try await compiled.run(inputs: ib, state: b)
             let yr = try await interpreted.run(inputs: ia, state: r)
@@ -140,11 +140,11 @@ final class StateTests: XCTestCase {
         }
         XCTAssertEqual(a.value(forInput: "past_k")?.scalars(as: Float.self), r.value(forInput: "past_k")?.scalars(as: Float.self))
         var rng = SplitMix64(seed: 3)
-        var given = inputs(step: 0, past: 0, &rng)
+        var given = Self.inputs(step: 0, past: 0, &rng)
         given["count"] = NDArray(shape: [1], scalars: [Float(0)])
         let state = try compiled.makeState()
         await assertThrowsInference(try await compiled.run(inputs: given, state: state), "input 'count' is a state")
-        await assertThrowsInference(try await compiled.run(inputs: inputs(step: 1, past: 5, &rng), state: state), "mask")
+        await assertThrowsInference(try await compiled.run(inputs: Self.inputs(step: 1, past: 5, &rng), state: state), "mask")
         XCTAssertThrowsError(try compiled.makeState(pairs: [StatePair(input: "count", output: "present_v")])) { e in
             XCTAssertTrue("\(e)".contains("present_v"), "\(e)")
         }
@@ -162,7 +162,7 @@ final class StateTests: XCTestCase {
 
     /// State rules: one `*` on both sides or none; every rule must match.
     func testStateRules() throws {
-        let f = try decoder().functions[0]
+        let f = try Self.decoder().functions[0]
         XCTAssertEqual(try StatePair.pairs(rule: "past_*=present_*", in: f), [StatePair(input: "past_k", output: "present_k"), StatePair(input: "past_v", output: "present_v")])
         XCTAssertThrowsError(try StatePair.pairs(rule: "past_*=present", in: f))
         XCTAssertThrowsError(try StatePair.pairs(rule: "cache.*=present_*", in: f))
@@ -206,9 +206,9 @@ final class StateTests: XCTestCase {
         var rng = SplitMix64(seed: 9)
         var past = ["past_k": NDArray(shape: [1, 2, 0, 16], scalars: [Float]()), "past_v": NDArray(shape: [1, 2, 0, 8], scalars: [Float]())]
         for step in 0 ..< 40 {
-            var given = inputs(step: step, past: past["past_k"]!.shape[2], &rng)
+            var given = Self.inputs(step: step, past: past["past_k"]!.shape[2], &rng)
             let rows = given["k"]!.shape[2]
-            given["q"] = random([1, 4, rows, 16], &rng)
+            given["q"] = Self.random([1, 4, rows, 16], &rng)
             let got = try await function.run(inputs: given, state: state)
             let want = try reference.run(given.merging(past) { a, _ in a })
             assertMatches(got["y"], want["y"]!, "step \(step)")
@@ -256,7 +256,7 @@ final class StateTests: XCTestCase {
         for step in 0 ..< 30 {
             let (rows, old) = (step == 0 ? 3 : 1, past["past_k"]!.shape[2])
             let allowed = (0 ..< rows * (old + rows)).map { i in i % (old + rows) <= old + i / (old + rows) }
-            let given = ["q": random([1, rows, 64], &rng), "k": random([1, rows, 32], &rng), "v": random([1, rows, 16], &rng),
+            let given = ["q": Self.random([1, rows, 64], &rng), "k": Self.random([1, rows, 32], &rng), "v": Self.random([1, rows, 16], &rng),
                          "mask": NDArray(shape: [1, 1, rows, old + rows], scalars: allowed)]
             let got = try await function.run(inputs: given, state: state)
             let want = try reference.run(given.merging(past) { a, _ in a })

@@ -308,6 +308,29 @@ def compare(outputs, names, refs):
     return worst, sets, problems
 
 
+def judge(row, onnx_path, session, inputs, outputs, out_names, refs):
+    """Compares Kiln's outputs with onnxruntime's and sets the row's status: ok, ok (sets), then,
+    past TOLERANCE, ok (float32 rounding) or ok (ill-conditioned) when the float64 run or
+    onnxruntime's own sensitivity accounts for the difference, else mismatch."""
+    err, sets, problems = compare(outputs, out_names, refs)
+    row["maxRelError"] = err
+    row["comparedAsSets"] = sets
+    if problems:
+        row["problems"] = problems
+    row["status"] = ("ok" if not sets else "ok (sets)") if err <= TOLERANCE else "mismatch"
+    if row["status"] == "mismatch" and not problems:
+        check = float64_check(onnx_path, inputs, outputs, out_names, refs)
+        if check:
+            row["float64RelError"], row["ortFloat64RelError"] = check
+            if check[0] <= max(TOLERANCE, FLOAT64_FACTOR * check[1]):
+                row["status"] = "ok (float32 rounding)"
+        if row["status"] == "mismatch":
+            row["ortSensitivity"] = sensitivity(session, inputs, refs)
+            if err <= row["ortSensitivity"]:
+                row["status"] = "ok (ill-conditioned)"
+    return row["status"]
+
+
 # ---- kiln's profile and plan ----------------------------------------------------------------
 
 STEP = re.compile(r"^\s+([\d.]+)%\s+([\d.]+) ms\s+(.*) \[([^\]]+)\]$")
@@ -479,22 +502,7 @@ def measure(meta, model_dir, args):
         kiln([args.kiln, "run", artifact, "--output-dir", out_dir] + extra, "run")
         listing = {o["name"]: o["file"] for o in json.load(open(os.path.join(out_dir, "outputs.json")))["outputs"]}
         outputs = {n: np.load(os.path.join(out_dir, f)) for n, f in listing.items()}
-        err, sets, problems = compare(outputs, out_names, refs)
-        row["maxRelError"] = err
-        row["comparedAsSets"] = sets
-        if problems:
-            row["problems"] = problems
-        row["status"] = ("ok" if not sets else "ok (sets)") if err <= TOLERANCE else "mismatch"
-        if row["status"] == "mismatch" and not problems:
-            check = float64_check(onnx_path, inputs, outputs, out_names, refs)
-            if check:
-                row["float64RelError"], row["ortFloat64RelError"] = check
-                if check[0] <= max(TOLERANCE, FLOAT64_FACTOR * check[1]):
-                    row["status"] = "ok (float32 rounding)"
-            if row["status"] == "mismatch":
-                row["ortSensitivity"] = sensitivity(session, inputs, refs)
-                if err <= row["ortSensitivity"]:
-                    row["status"] = "ok (ill-conditioned)"
+        judge(row, onnx_path, session, inputs, outputs, out_names, refs)
         row["profile"] = profile(args.kiln, artifact, extra, args.threads, op_types)
     except Failed as f:
         row.update(status=f"{f.stage} error" if "killed by" not in f.text else f"{f.stage} crash", error=f.text)

@@ -9,17 +9,21 @@ final class Arena {
     let slots: SlotTable
     /// The serial of the plan the slot table holds, or -1.
     private(set) var prepared = -1
+    private let ledger: ArenaLedger?
 
-    init(capacity: Int, slotCount: Int) {
+    init(capacity: Int, slotCount: Int, ledger: ArenaLedger? = nil) {
         self.capacity = capacity
+        self.ledger = ledger
         memory = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 64)
         slots = SlotTable.allocate(capacity: slotCount + 1)
         slots.initialize(repeating: memory, count: slotCount + 1)
+        ledger?.allocated(capacity)
     }
 
     deinit {
         memory.deallocate()
         slots.deallocate()
+        ledger?.freed(capacity)
     }
 
     /// Points the slot table at `plan`'s constants and arena offsets (inputs and direct outputs
@@ -43,6 +47,12 @@ final class ArenaPool: @unchecked Sendable {
     private var largest = 0
     private let slotCount: Int
     private let lock = NSLock()
+    /// The bytes of this function's arenas alive (kept or in a run), and their peak.
+    let ledger = ArenaLedger()
+
+    /// The bound on ``ArenaLedger/peakBytes``: the kept arenas and one per overlapping run, each at
+    /// most the largest arena made (specs/loading.md).
+    func bound(overlappingRuns: Int) -> Int { lock.withLock { (ArenaPool.kept + overlappingRuns) * largest } }
 
     init(slotCount: Int) { self.slotCount = slotCount }
 
@@ -61,7 +71,8 @@ final class ArenaPool: @unchecked Sendable {
             largest = max(largest, capacity)
             // The new arena takes the place of the smallest kept one (it is larger than all of them).
             if free.count >= ArenaPool.kept, let i = free.indices.min(by: { free[$0].capacity < free[$1].capacity }) { free.remove(at: i) }
-            return Arena(capacity: max(capacity, 64), slotCount: slotCount)
+            largest = max(largest, 64)
+            return Arena(capacity: max(capacity, 64), slotCount: slotCount, ledger: ledger)
         }
         arena.prepare(plan)
         return arena
@@ -74,6 +85,25 @@ final class ArenaPool: @unchecked Sendable {
             if let i = free.indices.min(by: { free[$0].capacity < free[$1].capacity }), free[i].capacity < a.capacity { free[i] = a }
         }
     }
+}
+
+/// The bytes a function's arenas hold: what is alive now and the most ever alive at once.
+final class ArenaLedger: @unchecked Sendable {
+    private let lock = NSLock()
+    private var live = 0
+    private var peak = 0
+
+    func allocated(_ bytes: Int) {
+        lock.withLock {
+            live += bytes
+            peak = max(peak, live)
+        }
+    }
+
+    func freed(_ bytes: Int) { lock.withLock { live -= bytes } }
+
+    var liveBytes: Int { lock.withLock { live } }
+    var peakBytes: Int { lock.withLock { peak } }
 }
 
 extension ShapePlan {

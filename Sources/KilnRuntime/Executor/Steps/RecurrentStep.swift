@@ -101,7 +101,15 @@ struct RecurrentStep: StepKernel, @unchecked Sendable {
         }
     }
 
-    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? { nil }
+    /// Y `[seq, directions, batch, hidden]`, Y_h and Y_c `[directions, batch, hidden]`, as many as
+    /// the op has: a run that works shapes out step by step runs this kernel too, so its values
+    /// are a planned run's.
+    func outputTypes(_ inputs: [Operand?]) throws -> [(shape: [Int], dtype: DataType)]? {
+        guard let x = inputs.first ?? nil, x.shape.count == 3 else { return nil }
+        let (seq, batch) = (x.shape[0], x.shape[1])
+        let shapes = [[seq, directions, batch, hidden], [directions, batch, hidden], [directions, batch, hidden]]
+        return shapes.prefix(op.outputs.count).map { ($0, DataType.float32) }
+    }
 
     func bind(_ inputs: [Operand?], _ outputs: [Operand], _ context: inout BindContext) throws -> BoundStep {
         guard let x = inputs.first ?? nil, x.dtype == .float32, x.shape.count == 3, x.shape[2] == inputSize else { throw OpError("X does not fit") }
