@@ -127,4 +127,61 @@ final class StoreTests: XCTestCase {
         _ = try store.remove("TinyClassifier")
         XCTAssertEqual(try store.list().count, 0)
     }
+
+    /// Publishes TinyClassifier compiled for the host as `version` under `dir`; returns the manifest's path.
+    func publish(_ dir: String, version: String) throws -> String {
+        let package = try PackageReader.read(at: "\(root)/examples/TinyClassifier.kiln")
+        let (header, plan) = try Compiler.compile(package, options: Compiler.Options(arch: Architecture.host!), sourceDigest: [UInt8](repeating: 1, count: 32))
+        let file = "TinyClassifier.\(header.arch).compiled"
+        let bytes = try CompiledArtifact.write(header: header, plan: plan, to: "\(dir)/\(file)").reduce(0) { $0 + $1.count }
+        let sha = SHA256.hex(try FileSystem.sha256(ofFileAt: "\(dir)/\(file)"))
+        let manifest: [String: Any] = ["model": "TinyClassifier", "version": version,
+                                       "artifacts": [["arch": header.arch, "file": file, "bytes": bytes, "sha256": sha]]]
+        try JSONSerialization.data(withJSONObject: manifest).write(to: URL(fileURLWithPath: "\(dir)/assets.json"))
+        return "\(dir)/assets.json"
+    }
+
+    /// Versions installed one after another while other tasks load and run the current one: every
+    /// load finds a whole version (never a half-installed one) and runs to the same outputs.
+    func testConcurrentInstallsWhileLoading() async throws {
+        guard Architecture.host != nil else { throw XCTSkip("this CPU has no Kiln architecture") }
+        let dir = try scratch()
+        let (one, two) = (try publish("\(dir)/pub1", version: "1"), try publish("\(dir)/pub2", version: "2"))
+        let store = ModelStore(directory: "\(dir)/store")
+        _ = try store.install(from: one)
+        let features = try NDArray(npyBytes: try FileSystem.readFile("\(root)/examples/TinyClassifier.features.npy"))
+        let first = try await store.load(model: "TinyClassifier")
+        let function = try await first.loadFunction(named: first.functionNames[0])!
+        let name = function.descriptor.inputs[0].name
+        let want = try await function.run(inputs: [name: features]).map { $0.value.bytes }
+        let installs = 20
+        let loads = try await withThrowingTaskGroup(of: Int.self) { group in
+            group.addTask {
+                for k in 0 ..< installs { _ = try store.install(from: k % 2 == 0 ? two : one) }
+                return 0
+            }
+            for _ in 0 ..< 3 {
+                group.addTask {
+                    var count = 0
+                    for _ in 0 ..< 40 {
+                        let model = try await store.load(model: "TinyClassifier")
+                        let chosen = model.explanation.chosen ?? ""
+                        // A version's directory, or a reinstall's (`1-r2`), never a temporary one.
+                        let version = chosen.components(separatedBy: "/store/TinyClassifier/").last?.split(separator: "/").first ?? ""
+                        XCTAssertTrue(["1", "2"].contains(version.split(separator: "-").first ?? ""), chosen)
+                        XCTAssertFalse(version.hasPrefix("."), chosen)
+                        let f = try await model.loadFunction(named: model.functionNames[0])!
+                        let got = try await f.run(inputs: [name: features]).map { $0.value.bytes }
+                        XCTAssertEqual(got, want)
+                        count += 1
+                    }
+                    return count
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        XCTAssertEqual(loads, 120)
+        // The last install (the twentieth) was version 1.
+        XCTAssertTrue(try store.list()[0].current?.hasPrefix("1") ?? false)
+    }
 }
