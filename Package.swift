@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "KilnFormat", targets: ["KilnFormat"]),
         .library(name: "KilnReference", targets: ["KilnReference"]),
         .library(name: "KilnRuntime", targets: ["KilnRuntime"]),
+        .library(name: "KilnCompiler", targets: ["KilnCompiler"]),
         .library(name: "KilnONNX", targets: ["KilnONNX"]),
         .library(name: "KilnCompression", targets: ["KilnCompression"]),
         .library(name: "KilnStore", targets: ["KilnStore"]),

@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// libFuzzer targets for Kiln's readers of untrusted bytes, each a module defining
+// libFuzzer targets for Kiln's readers of untrusted bytes and its compiler, each a module defining
 // `LLVMFuzzerTestOneInput`. `make fuzz` builds them and Kiln's modules with
 // `-sanitize=fuzzer,address` (C code with ASan and coverage too) and links one binary per target
 // with libFuzzer's `main`; see specs/fuzzing.md.
@@ -21,5 +21,6 @@ let package = Package(
         target("FuzzConfig", ["KilnCompression"]),
         target("FuzzAssets", ["KilnRuntime", "KilnFormat"]),
         target("FuzzDeploy", ["KilnStore", "KilnRuntime", "KilnFormat"]),
+        target("FuzzCompile", ["KilnONNX", "KilnCompiler", "KilnRuntime", "KilnFormat"]),
     ]
 )

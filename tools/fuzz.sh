@@ -10,14 +10,14 @@ SWIFT=${SWIFT:-swift}
 B=.build/fuzz/release
 OUT=.build/fuzz
 KILN=.build/release/kiln
-TARGETS=${FUZZ_TARGETS:-"FuzzNPY FuzzConfig FuzzPackage FuzzONNX FuzzArtifact FuzzAssets FuzzDeploy"}
+TARGETS=${FUZZ_TARGETS:-"FuzzNPY FuzzConfig FuzzPackage FuzzONNX FuzzArtifact FuzzAssets FuzzDeploy FuzzCompile"}
 "$SWIFT" build -c release --package-path Fuzz --build-path "$OUT" \
   -Xswiftc -sanitize=fuzzer,address -Xcc -fsanitize=fuzzer-no-link,address
 "$SWIFT" build -c release -Xswiftc -enable-testing --product kiln >/dev/null
 # The seeds: fixtures, the examples, and artifacts compiled from them.
 C="$OUT/corpus"
 rm -rf "$C" "$OUT/seed"; mkdir -p "$C" "$OUT/seed" "$OUT/crashes"
-for t in FuzzNPY FuzzConfig FuzzPackage FuzzONNX FuzzArtifact FuzzAssets FuzzDeploy; do mkdir -p "$C/$t"; done
+for t in FuzzNPY FuzzConfig FuzzPackage FuzzONNX FuzzArtifact FuzzAssets FuzzDeploy FuzzCompile; do mkdir -p "$C/$t"; done
 cp Tests/Fixtures/npy/*.npy "$C/FuzzNPY/"
 cp Tests/Fixtures/compression/*.json examples/compression.json "$C/FuzzConfig/" 2>/dev/null || true
 find Tests/Fixtures/onnx -name '*.onnx' -size -256k -exec cp {} "$C/FuzzONNX/" \;
@@ -62,6 +62,20 @@ rm -f "$OUT/seed/fuzz.kilnkey"; "$KILN" keygen -o "$OUT/seed/fuzz.kilnkey" >/dev
 { printf '\001'; cat "$OUT/seed/abs.kilnarchive"; } > "$C/FuzzDeploy/archive"
 { printf '\002'; cat "$OUT/seed/abs-enc/abs.x86_64.compiled"; } > "$C/FuzzDeploy/encrypted"
 { printf '\003'; cat "$OUT/seed/fuzz.kilnkey"; } > "$C/FuzzDeploy/key"
+# Compiler seeds, each behind a header byte (0: no mutations; see Fuzz/Sources/FuzzCompile): the
+# op fixtures, the small model fixtures, and graphs where a binary op meets an NHWC activation and
+# a tensor with run-time dims (tools/make_fuzz_seeds.py), those also with a mutation or two.
+for f in Tests/Fixtures/onnx/ops/*.onnx Tests/Fixtures/onnx/models/*.onnx Tests/Fixtures/fuzz/compile-seeds/*.onnx; do
+  [ "$(wc -c <"$f")" -lt 65000 ] || continue
+  { printf '\000'; cat "$f"; } > "$C/FuzzCompile/$(basename "$(dirname "$f")")-$(basename "$f" .onnx)"
+done
+for f in Tests/Fixtures/fuzz/compile-seeds/*.onnx; do
+  n=$(basename "$f" .onnx)
+  # The first input's first dim made the symbol 'n'; the binary op's operands swapped, then
+  # input 1's last dim made 1 with the declared types kept.
+  { printf '\001\000\000\000\010'; cat "$f"; } > "$C/FuzzCompile/$n-symbolic"
+  { printf '\012\007\002\000\001\000\001\003\002'; cat "$f"; } > "$C/FuzzCompile/$n-swapped"
+done
 export KILN_FUZZ_KEY="$PWD/$OUT/seed/fuzz.kilnkey"
 export KILN_FUZZ_ARTIFACT="$PWD/$OUT/seed/c/TinyClassifier.x86_64.compiled"
 objects() { for m in KilnFormat KilnReference KilnCompiler KilnCompression KilnONNX KilnRuntime KilnStore CKilnSpecs CKilnHash CKilnKernels CKilnCompression FuzzSupport "$1"; do ls "$B/$m.build/"*.o; done; }

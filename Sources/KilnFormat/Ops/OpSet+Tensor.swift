@@ -16,6 +16,12 @@ extension OpSet {
         }
     }
 
+    /// The step a slice moves by along a dim it takes `count` elements of: `step`, or 1 when it
+    /// takes at most one. ONNX allows any step (a huge one takes just the first element); a step
+    /// past the dim's size means nothing then, and times a stride it could overflow. Taking two
+    /// or more, a step is at most the dim's size, so step × stride stays within the tensor.
+    public static func sliceStep(_ step: Int, count: Int) -> Int { count > 1 ? step : 1 }
+
     /// Flatten's split point: `axis` in `-rank ... rank`, negative counting from the end.
     public static func flattenAxis(_ axis: Int, rank: Int) throws -> Int {
         let a = axis < 0 ? axis + rank : axis

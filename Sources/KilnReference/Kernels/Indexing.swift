@@ -106,6 +106,8 @@ enum Indexing {
         guard shape.count == 2 else { throw OpError("eye_like needs a 2-D input") }
         let ones = try Elementwise.cast(NDArray(scalar: Float(1)), to: dtype).bytes
         var out = NDArray(shape: shape, scalarType: dtype)
+        // A diagonal past either edge is all zeros; clamped to the edges, `i + k` cannot overflow.
+        let k = min(max(k, -shape[0]), shape[1])
         out.withUnsafeMutableBytes { raw in
             for i in 0 ..< shape[0] {
                 let j = i + k

@@ -70,7 +70,7 @@ enum Movement {
             guard steps[k] != 0 else { throw OpError("slice step cannot be 0") }
             let r = OpSet.sliceRange(start: starts[k], end: ends[k], step: steps[k], size: x.shape[a])
             begin[a] = r.start
-            step[a] = steps[k]
+            step[a] = OpSet.sliceStep(steps[k], count: r.count)
             shape[a] = r.count
         }
         let strides = stridesOf(x.shape)

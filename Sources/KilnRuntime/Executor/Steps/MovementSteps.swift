@@ -116,7 +116,7 @@ struct CopyStep: StepKernel {
             let (start, count) = OpSet.sliceRange(start: starts[j], end: ends[j], step: steps[j], size: x.shape[axis])
             shape[axis] = count
             if count > 0 { offset += start * xs[axis] }
-            strides[axis] = xs[axis] * steps[j]
+            strides[axis] = xs[axis] * OpSet.sliceStep(steps[j], count: count)
         }
         return (shape, offset, strides)
     }
