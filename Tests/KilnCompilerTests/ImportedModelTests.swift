@@ -132,17 +132,26 @@ final class ImportedModelTests: XCTestCase {
         bad[ids.key] = NDArray(shape: ids.value.shape, scalars: [Int64](repeating: 1 << 20, count: ids.value.shape.reduce(1, *)))
         let tmp = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: tmp) }
-        let arch = try XCTUnwrap(Architecture.host)
-        let path = "\(tmp)/m.\(arch.name).compiled"
-        try compileArtifact(model, arch, to: path)
+        let path = try await assertHostRunFails(model, bad, containing: "outside the cache", in: tmp)
         try assertNoReferenceSteps(path, "contrib_rotary")
+    }
+
+    /// Compiles `model` for the host into `dir`, loads it and runs `inputs`, which must fail with
+    /// an error containing `message`; returns the artifact's path.
+    @discardableResult
+    func assertHostRunFails(_ model: PortableModel, _ inputs: [String: NDArray], containing message: String, in dir: String,
+                            file: StaticString = #filePath, line: UInt = #line) async throws -> String {
+        let arch = try XCTUnwrap(Architecture.host)
+        let path = "\(dir)/m.\(arch.name).compiled"
+        try compileArtifact(model, arch, to: path)
         let f = try await XCTUnwrapAsync(try await Model.load(contentsOf: URL(fileURLWithPath: path)).loadFunction(named: "main"))
         do {
-            _ = try await f.run(inputs: bad)
-            XCTFail("ran with a position id outside the cache")
+            _ = try await f.run(inputs: inputs)
+            XCTFail("ran without the error '\(message)'", file: file, line: line)
         } catch {
-            XCTAssertTrue("\(error)".contains("outside the cache"), "\(error)")
+            XCTAssertTrue("\(error)".contains(message), "\(error)", file: file, line: line)
         }
+        return path
     }
 
     func testTrainingModeDropoutIsRefused() async throws {
@@ -162,15 +171,7 @@ final class ImportedModelTests: XCTestCase {
         }
         let tmp = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: tmp) }
-        let arch = try XCTUnwrap(Architecture.host)
-        try compileArtifact(model, arch, to: "\(tmp)/m.\(arch.name).compiled")
-        let f = try await XCTUnwrapAsync(try await Model.load(contentsOf: URL(fileURLWithPath: "\(tmp)/m.\(arch.name).compiled")).loadFunction(named: "main"))
-        do {
-            _ = try await f.run(inputs: training)
-            XCTFail("ran a training-mode Dropout")
-        } catch {
-            XCTAssertTrue("\(error)".contains("training_mode is true"), "\(error)")
-        }
+        try await assertHostRunFails(model, training, containing: "training_mode is true", in: tmp)
     }
 
     func testOnnxRuntimeGroupQueryAttention() async throws {

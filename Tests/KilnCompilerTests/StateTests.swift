@@ -189,30 +189,10 @@ final class StateTests: XCTestCase {
                               outputTypes: [TensorType(.float32, [.size(1), .size(4), s, .size(8)]),
                                             TensorType(.float32, [.size(1), .size(2), total, .size(16)]),
                                             TensorType(.float32, [.size(1), .size(2), total, .size(8)])])
-        f.output("y", out[0])
-        f.output("present_k", out[1])
-        f.output("present_v", out[2])
-        try b.add(f)
-        var model = try b.build()
-        model.functions[0].states = try StatePair.pairs(rule: "past_*=present_*", in: model.functions[0])
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let path = try compiledForHost(model, in: dir)
-        try assertNoReferenceSteps(path, "onnx attention with past")
-        let reference = try ReferenceInterpreter(model: model, function: "main")
-        let function = try await Model.load(contentsOf: URL(fileURLWithPath: path)).loadFunction(named: "main")!
-        let state = try function.makeState()
-        XCTAssertEqual(state.inPlaceInputs, ["past_k", "past_v"])
-        var rng = SplitMix64(seed: 9)
-        var past = ["past_k": NDArray(shape: [1, 2, 0, 16], scalars: [Float]()), "past_v": NDArray(shape: [1, 2, 0, 8], scalars: [Float]())]
-        for step in 0 ..< 40 {
-            var given = Self.inputs(step: step, past: past["past_k"]!.shape[2], &rng)
-            let rows = given["k"]!.shape[2]
-            given["q"] = Self.random([1, 4, rows, 16], &rng)
-            let got = try await function.run(inputs: given, state: state)
-            let want = try reference.run(given.merging(past) { a, _ in a })
-            assertMatches(got["y"], want["y"]!, "step \(step)")
-            past = ["past_k": want["present_k"]!, "past_v": want["present_v"]!]
+        let (state, past) = try await decodeWithState(b, f, out, "onnx attention with past", seed: 9, steps: 40) { step, old, rng in
+            var given = Self.inputs(step: step, past: old, &rng)
+            given["q"] = Self.random([1, 4, given["k"]!.shape[2], 16], &rng)
+            return given
         }
         XCTAssertEqual(state.value(forInput: "past_v")?.scalars(as: Float.self), past["past_v"]!.scalars(as: Float.self))
     }
@@ -237,6 +217,22 @@ final class StateTests: XCTestCase {
                               outputTypes: [TensorType(.float32, [.size(1), s, .size(4 * 8)]),
                                             TensorType(.float32, [.size(1), .size(2), total, .symbol("head_k")]),
                                             TensorType(.float32, [.size(1), .size(2), total, .symbol("head_v")])])
+        let (state, _) = try await decodeWithState(b, f, out, "grouped 3-D attention with past", seed: 11, steps: 30) { step, old, rng in
+            let rows = step == 0 ? 3 : 1
+            let allowed = (0 ..< rows * (old + rows)).map { i in i % (old + rows) <= old + i / (old + rows) }
+            return ["q": Self.random([1, rows, 64], &rng), "k": Self.random([1, rows, 32], &rng), "v": Self.random([1, rows, 16], &rng),
+                    "mask": NDArray(shape: [1, 1, rows, old + rows], scalars: allowed)]
+        }
+        XCTAssertEqual(state.value(forInput: "past_k")?.shape, [1, 2, 32, 16])
+    }
+
+    /// Finishes an attention function (`y` and the presents as outputs, `past_*=present_*` as
+    /// state), compiles it for the host (no reference step), and runs `steps` decode steps of
+    /// `given(step, past length, rng)` with the cache kept in place, each against the interpreter
+    /// given the cache. Returns the state and the last presents as the interpreter computed them.
+    func decodeWithState(_ builder: ModelBuilder, _ function: FunctionBuilder, _ out: [ValueRef], _ label: String, seed: UInt64, steps: Int,
+                         given: (Int, Int, inout SplitMix64) -> [String: NDArray]) async throws -> (InferenceState, [String: NDArray]) {
+        var (b, f) = (builder, function)
         f.output("y", out[0])
         f.output("present_k", out[1])
         f.output("present_v", out[2])
@@ -246,23 +242,20 @@ final class StateTests: XCTestCase {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = try compiledForHost(model, in: dir)
-        try assertNoReferenceSteps(path, "grouped 3-D attention with past")
+        try assertNoReferenceSteps(path, label)
         let reference = try ReferenceInterpreter(model: model, function: "main")
-        let function = try await Model.load(contentsOf: URL(fileURLWithPath: path)).loadFunction(named: "main")!
-        let state = try function.makeState()
+        let compiled = try await Model.load(contentsOf: URL(fileURLWithPath: path)).loadFunction(named: "main")!
+        let state = try compiled.makeState()
         XCTAssertEqual(state.inPlaceInputs, ["past_k", "past_v"])
-        var rng = SplitMix64(seed: 11)
+        var rng = SplitMix64(seed: seed)
         var past = ["past_k": NDArray(shape: [1, 2, 0, 16], scalars: [Float]()), "past_v": NDArray(shape: [1, 2, 0, 8], scalars: [Float]())]
-        for step in 0 ..< 30 {
-            let (rows, old) = (step == 0 ? 3 : 1, past["past_k"]!.shape[2])
-            let allowed = (0 ..< rows * (old + rows)).map { i in i % (old + rows) <= old + i / (old + rows) }
-            let given = ["q": Self.random([1, rows, 64], &rng), "k": Self.random([1, rows, 32], &rng), "v": Self.random([1, rows, 16], &rng),
-                         "mask": NDArray(shape: [1, 1, rows, old + rows], scalars: allowed)]
-            let got = try await function.run(inputs: given, state: state)
-            let want = try reference.run(given.merging(past) { a, _ in a })
-            assertMatches(got["y"], want["y"]!, "step \(step)")
+        for step in 0 ..< steps {
+            let inputs = given(step, past["past_k"]!.shape[2], &rng)
+            let got = try await compiled.run(inputs: inputs, state: state)
+            let want = try reference.run(inputs.merging(past) { a, _ in a })
+            assertMatches(got["y"], want["y"]!, "\(label) step \(step)")
             past = ["past_k": want["present_k"]!, "past_v": want["present_v"]!]
         }
-        XCTAssertEqual(state.value(forInput: "past_k")?.shape, [1, 2, 32, 16])
+        return (state, past)
     }
 }

@@ -14,9 +14,7 @@ public func fuzz(_ input: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var options = ModelLoadOptions()
     options.threads = 1
     options.rememberVerifiedFiles = false
-    let done = Box()
-    Task {
-        defer { done.signal() }
+    blocking { [options] in
         guard let model = try? await Model.load(contentsOf: .init(fileURLWithPath: path), options: options) else { return }
         for name in model.functionNames {
             guard let f = try? await model.loadFunction(named: name) else { continue }
@@ -30,6 +28,5 @@ public func fuzz(_ input: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
             _ = try? await f.run(inputs: inputs)
         }
     }
-    done.wait()
     return 0
 }

@@ -27,11 +27,6 @@ public func fuzz(_ input: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         _ = try? Model.explainSelection(inDirectory: dir, options: options)
         return 0
     }
-    let done = Box()
-    Task {
-        _ = try? await Model.load(contentsOf: .init(fileURLWithPath: dir), options: options)
-        done.signal()
-    }
-    done.wait()
+    blocking { [options] in _ = try? await Model.load(contentsOf: .init(fileURLWithPath: dir), options: options) }
     return 0
 }

@@ -57,9 +57,7 @@ func run(_ path: String, seed: UInt8) {
     var options = ModelLoadOptions()
     options.threads = 1
     options.rememberVerifiedFiles = false
-    let done = Box()
-    Task {
-        defer { done.signal() }
+    blocking { [options] in
         guard let model = try? await Model.load(contentsOf: URL(fileURLWithPath: path), options: options) else { return }
         for name in model.functionNames {
             guard let f = try? await model.loadFunction(named: name),
@@ -68,5 +66,4 @@ func run(_ path: String, seed: UInt8) {
             _ = try? await f.run(inputs: inputs)
         }
     }
-    done.wait()
 }

@@ -31,12 +31,7 @@ public func fuzz(_ input: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         var options = ModelLoadOptions()
         options.threads = 1
         options.rememberVerifiedFiles = false
-        let done = Box()
-        Task {
-            _ = try? await Model.load(contentsOf: URL(fileURLWithPath: path), options: options)
-            done.signal()
-        }
-        done.wait()
+        blocking { [options] in _ = try? await Model.load(contentsOf: URL(fileURLWithPath: path), options: options) }
     case 2:
         if bytes.count >= 512 { put(crc32(bytes[0 ..< 508]), 508) }
         let path = bytes.withUnsafeBytes { Scratch.write($0, "deploy/M.x86_64.compiled") }

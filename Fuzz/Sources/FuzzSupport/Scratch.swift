@@ -28,12 +28,15 @@ public enum Scratch {
     }
 }
 
-/// A one-shot signal between a task and the fuzzer's thread.
-public final class Box: @unchecked Sendable {
-    private let semaphore = DispatchSemaphore(value: 0)
-    public init() {}
-    public func signal() { semaphore.signal() }
-    public func wait() { semaphore.wait() }
+/// Runs `body` in a task and waits for it on the fuzzer's thread (libFuzzer calls the target
+/// synchronously).
+public func blocking(_ body: @escaping @Sendable () async -> Void) {
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        await body()
+        done.signal()
+    }
+    done.wait()
 }
 
 /// CRC-32 (zlib's polynomial), bitwise: the fuzz targets' own, independent of Kiln's.
